@@ -1,0 +1,53 @@
+"""ceiling: raise a frozen base model's capability ceiling with RL from verifiable rewards.
+
+The public door. Heavy parts (torch, transformers) load only when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# name -> module that defines it (imported lazily so `import ceiling` stays fast)
+_EXPORTS: dict[str, str] = {
+    "CeilingError": "ceiling._errors",
+    "CardError": "ceiling._errors",
+    "ConfigError": "ceiling._errors",
+    "SandboxError": "ceiling._errors",
+    "SandboxUnavailable": "ceiling._errors",
+    "PolicyError": "ceiling._errors",
+    "TaskCard": "ceiling.cards",
+    "FileEntry": "ceiling.cards",
+    "load_card": "ceiling.cards",
+    "save_card": "ceiling.cards",
+    "open_sandbox": "ceiling.sandbox",
+    "Sandbox": "ceiling.sandbox",
+    "ExecResult": "ceiling.sandbox",
+    "Limits": "ceiling.sandbox",
+    "LayerStore": "ceiling.sandbox",
+    "Action": "ceiling.tools",
+    "Outcome": "ceiling.verify",
+    "Verdict": "ceiling.verify",
+    "RewardSpec": "ceiling.verify",
+    "Policy": "ceiling.policies",
+    "PolicyRequest": "ceiling.policies",
+    "Generation": "ceiling.policies",
+    "SamplingParams": "ceiling.policies",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'ceiling' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

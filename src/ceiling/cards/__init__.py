@@ -1,0 +1,22 @@
+"""Task cards: the schema, the folder format and file trees."""
+
+from ._files import FileEntry, FileTree, read_tree, tree_hash, write_tree
+from ._io import card_from_dict, load_card, save_card
+from ._schema import (
+    HORIZONS,
+    TASK_TYPES,
+    Acceptance,
+    Budget,
+    Fault,
+    LintPolicy,
+    Milestone,
+    TaskCard,
+    ToolSpec,
+    horizon_for_steps,
+)
+
+__all__ = [
+    "HORIZONS", "TASK_TYPES", "Acceptance", "Budget", "Fault", "FileEntry", "FileTree",
+    "LintPolicy", "Milestone", "TaskCard", "ToolSpec", "card_from_dict", "horizon_for_steps",
+    "load_card", "read_tree", "save_card", "tree_hash", "write_tree",
+]

@@ -1,0 +1,175 @@
+"""The task card schema: everything an episode needs, validated by pydantic.
+
+A card is the unit of environment scale. ``task.yaml`` holds every field below except the
+file trees, which live beside it on disk (``workspace/``, ``tests/``, ``solution.sh``).
+Unknown keys are errors (``extra="forbid"``) so a typo never silently drops a setting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._files import FileEntry, FileTree, check_relpath, tree_hash
+
+TaskType = Literal["terminal_ops", "repo_refactor", "multi_tool", "security_audit"]
+Horizon = Literal["short", "medium", "long"]
+TASK_TYPES: tuple[str, ...] = ("terminal_ops", "repo_refactor", "multi_tool", "security_audit")
+HORIZONS: tuple[str, ...] = ("short", "medium", "long")
+ID_RE = re.compile(r"^[a-z0-9_]+/[a-z0-9][a-z0-9_.\-]*-v\d+(@[A-Za-z0-9_.:=\-]+)?$")
+
+
+def horizon_for_steps(steps: int) -> Horizon:
+    """DESIGN.md: short < 10 steps, medium 10-30, long > 30 (of the oracle's step count)."""
+    return "short" if steps < 10 else "medium" if steps <= 30 else "long"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Budget(_Model):
+    max_steps: int = Field(30, ge=1, le=10_000)
+    command_timeout_s: float = Field(10.0, gt=0, le=3600)
+    episode_timeout_s: float = Field(300.0, gt=0, le=86_400)
+    max_output_bytes: int = Field(16_384, ge=64, le=64 * 1024 * 1024)
+
+
+class LintPolicy(_Model):
+    """Which workspace files ruff checks after the episode; the penalty lives in RewardSpec."""
+
+    enabled: bool = False
+    paths: list[str] = Field(default_factory=lambda: ["**/*.py"])
+    select: list[str] = Field(default_factory=lambda: ["E", "F"])
+
+
+class Acceptance(_Model):
+    """How the final state is judged.
+
+    ``tests`` are the pytest node ids (``test_task.py::test_rotated``) that the hidden tests
+    must report; a missing id is a failure, never a pass. ``protected`` are glob patterns
+    (relative to the workspace) whose content must not change. ``runner`` is ``files`` when
+    the tests only read final files (graded without running workspace code) and ``sandbox``
+    when they import or execute workspace code (graded inside a fresh sandbox).
+    """
+
+    tests: list[str] = Field(default_factory=list)
+    protected: list[str] = Field(default_factory=list)
+    lint: LintPolicy = Field(default_factory=LintPolicy)
+    runner: Literal["files", "sandbox"] = "sandbox"
+    test_timeout_s: float = Field(60.0, gt=0, le=3600)
+
+
+class Milestone(_Model):
+    """A process reward: ``check`` is a shell command run on the final state (exit 0 = hit)."""
+
+    id: str
+    check: str
+    reward: float = Field(0.1, ge=-1, le=1)
+
+
+class Fault(_Model):
+    """A fault injected into the episode so recovery can be measured.
+
+    - ``transient``: the first ``times`` commands matching ``target`` (a program name) fail
+      with ``message``, then it works.
+    - ``permission``: ``target`` (a workspace path) starts without permissions.
+    - ``missing_tool``: ``target`` (a program name) is not on PATH; another way exists.
+    """
+
+    kind: Literal["transient", "permission", "missing_tool"]
+    target: str
+    times: int = Field(1, ge=1, le=100)
+    message: str = ""
+
+
+class ToolSpec(_Model):
+    """A family tool beyond the core six, e.g. ``sql`` against a database in the workspace."""
+
+    name: str
+    description: str = ""
+    args: dict[str, str] = Field(default_factory=dict)  # argument name -> description
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskCard(_Model):
+    id: str
+    type: TaskType
+    horizon: Horizon
+    instruction: str = Field(min_length=1)
+    budget: Budget = Field(default_factory=Budget)
+    acceptance: Acceptance = Field(default_factory=Acceptance)
+    milestones: list[Milestone] = Field(default_factory=list)
+    faults: list[Fault] = Field(default_factory=list)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    feasible: bool = True
+    infeasible_reason: str | None = None
+    difficulty: int = Field(1, ge=0, le=10)
+    tags: list[str] = Field(default_factory=list)
+    split: Literal["train", "heldout"] = "train"
+    template: str | None = None  # "terminal_ops/log-rotate-v1" for generated cards
+    seed: int | None = None
+    # Files: kept out of task.yaml, stored as folders beside it.
+    workspace: FileTree = Field(default_factory=dict, exclude=True, repr=False)
+    tests: FileTree = Field(default_factory=dict, exclude=True, repr=False)
+    solution: str = Field("", exclude=True, repr=False)
+    base_layers: list[FileTree] = Field(default_factory=list, exclude=True, repr=False)
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, v: str) -> str:
+        if not ID_RE.match(v):
+            raise ValueError("must look like 'family/name-v1' (lowercase, a version suffix "
+                             "-vN, optional '@variant'), e.g. 'terminal_ops/log-rotate-v1'")
+        return v
+
+    @field_validator("acceptance")
+    @classmethod
+    def _check_protected(cls, v: Acceptance) -> Acceptance:
+        for p in v.protected:
+            check_relpath(p.replace("*", "x"), where="acceptance.protected")
+        return v
+
+    @model_validator(mode="after")
+    def _check_feasible(self) -> TaskCard:
+        if not self.feasible and not self.infeasible_reason:
+            raise ValueError("an infeasible card (feasible: false) needs infeasible_reason")
+        for p in list(self.workspace) + list(self.tests):
+            check_relpath(p)
+        return self
+
+    @property
+    def layers(self) -> list[FileTree]:
+        """The initial workspace as a layer stack, lowest first (shared bases, then task)."""
+        return [*self.base_layers, self.workspace]
+
+    def content_id(self) -> str:
+        """A stable hash of everything that defines the task (yaml fields and all files)."""
+        import hashlib
+        import json
+
+        h = hashlib.sha256()
+        h.update(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode())
+        for t in [*self.base_layers, self.workspace, self.tests]:
+            h.update(tree_hash(t).encode())
+        h.update(self.solution.encode())
+        return h.hexdigest()[:16]
+
+    def with_files(self, *, workspace: dict[str, str | bytes | FileEntry] | None = None,
+                   tests: dict[str, str | bytes | FileEntry] | None = None) -> TaskCard:
+        """Convenience for generators: accept str/bytes values and wrap them as entries."""
+        def conv(d: dict[str, str | bytes | FileEntry]) -> FileTree:
+            out: FileTree = {}
+            for k, v in d.items():
+                out[k] = v if isinstance(v, FileEntry) else FileEntry(
+                    v.encode() if isinstance(v, str) else v)
+            return out
+        if workspace is not None:
+            self.workspace = conv(workspace)
+        if tests is not None:
+            self.tests = conv(tests)
+        return self

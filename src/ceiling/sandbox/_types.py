@@ -1,0 +1,106 @@
+"""The sandbox contract shared by every backend.
+
+A sandbox holds one episode's workspace: a stack of read-only layers plus a writable upper
+layer. Commands see the workspace at :data:`WORKDIR` (``/workspace``) and a private
+``/tmp``. ``reset()`` returns to the initial layers, ``checkpoint()`` freezes the current
+state into a new layer, ``fork()`` starts a second sandbox from the current state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+WORKDIR = "/workspace"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """What one command did. ``stdout``/``stderr`` are decoded UTF-8 (invalid bytes
+    replaced) and capped at the sandbox's ``max_output_bytes`` each; ``truncated`` says
+    whether anything was cut. ``exit_code`` is -signal when killed by a signal."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Limits(BaseModel):
+    """Resource limits applied to every command in the sandbox."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_mb: int = Field(1024, ge=16)
+    max_processes: int = Field(256, ge=4)
+    max_file_mb: int = Field(256, ge=1)
+    disk_mb: int = Field(512, ge=1)  # size of the writable upper layer (workspace + /tmp)
+    cpu_s: int = Field(120, ge=1)
+    command_timeout_s: float = Field(30.0, gt=0)
+    max_output_bytes: int = Field(1 << 20, ge=64)
+    network: bool = False  # loopback only inside the sandbox when False
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """An isolated, resettable workspace. Every backend implements this protocol."""
+
+    backend: str
+    limits: Limits
+
+    def exec(self, cmd: str | Sequence[str], *, timeout: float | None = None,
+             stdin: bytes | None = None, env: Mapping[str, str] | None = None,
+             cwd: str | None = None) -> ExecResult:
+        """Run ``cmd`` (a shell string run by ``/bin/sh -c``, or an argv list) with cwd
+        ``/workspace``. Kills the whole process tree at ``timeout`` (default
+        ``limits.command_timeout_s``). Never raises for a failing command."""
+        ...
+
+    def read(self, path: str) -> bytes:
+        """Bytes of a file, ``path`` relative to /workspace (or absolute under /workspace or
+        /tmp). Raises FileNotFoundError / IsADirectoryError / PermissionError; refuses paths
+        that escape the workspace (including through symlinks) with PermissionError."""
+        ...
+
+    def write(self, path: str, data: bytes, mode: int | None = None) -> None:
+        """Create or replace a file (parents created). Same path rules as ``read``."""
+        ...
+
+    def host_path(self) -> Path:
+        """The merged workspace as a host path, for graders that only read files.
+        Treat it as read-only and never follow its symlinks out of it."""
+        ...
+
+    def reset(self) -> None:
+        """Back to the initial layers: the upper layer and every process are discarded."""
+        ...
+
+    def checkpoint(self) -> str:
+        """Freeze the current workspace into a new layer; return the layer id."""
+        ...
+
+    def restore(self, layer_id: str) -> None:
+        """Make the workspace equal to a checkpoint taken from this sandbox (or a fork)."""
+        ...
+
+    def fork(self) -> Sandbox:
+        """A second, independent sandbox that starts from this one's current state."""
+        ...
+
+    def close(self) -> None:
+        """Release everything: processes, mounts, temp folders. Idempotent."""
+        ...
+
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc: object) -> None: ...

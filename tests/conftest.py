@@ -1,0 +1,15 @@
+"""Shared test set-up: every test gets its own CEILING_HOME, and nothing touches a hub."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _ceiling_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CEILING_HOME", str(tmp_path_factory.mktemp("ceiling_home")))
