@@ -1,0 +1,1 @@
+"""basemodel (see DESIGN.md)."""
