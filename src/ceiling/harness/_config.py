@@ -1,0 +1,121 @@
+"""HarnessConfig: every knob that changes what a model sees, hashed into a fingerprint.
+
+A score is a claim about a (model, harness) pair, so the fingerprint covers the format,
+the effective system prompt, truncation, history window, reply limits, stop strings, the
+line-protocol version and (when a tokenizer renders the chat) the chat template's SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LINE_PROTOCOL_VERSION = "1"
+
+DEFAULT_JSON_SYSTEM = (
+    "You are an agent working in a Linux sandbox; your working directory is /workspace. "
+    "Each turn, call exactly one tool: reply with ONE JSON object "
+    '{"tool": NAME, "args": {...}} (you may wrap it in a ```json fence). '
+    "You see the tool's result in the next message. When the task is done, call submit. "
+    "If the task cannot be done (for example a required input does not exist), call give_up "
+    "with the reason instead of guessing.\n\nTools:\n{tools}"
+)
+
+
+class HarnessConfig(BaseModel):
+    """How prompts are rendered and replies parsed.
+
+    ``format``: ``"line"`` (the line protocol for completion-style tiny models; no system
+    prompt is ever shown, the format is fixed) or ``"json"`` (JSON tool calls for chat
+    models, rendered through the tokenizer's chat template by the policy).
+    ``system_prompt`` (json only): a template where ``{tools}`` is replaced by the tool list;
+    None means the built-in one. Observations are cut to ``obs_max_lines`` lines and
+    ``obs_max_bytes`` bytes (head and tail kept, a marker says how much was cut).
+    ``history_turns``: only the last N turns are shown (None: all). Replies longer than
+    ``max_reply_chars`` are failed steps. ``stop``: None means ``("\\n",)`` for line and
+    none for json.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["line", "json"] = "json"
+    system_prompt: str | None = None
+    obs_max_bytes: int = Field(2048, ge=64)
+    obs_max_lines: int = Field(40, ge=2)
+    history_turns: int | None = Field(None, ge=1)
+    max_reply_tokens: int = Field(256, ge=1)
+    max_reply_chars: int = Field(8000, ge=16)
+    stop: tuple[str, ...] | None = None
+    keep_prompts: bool = False  # store each turn's rendered prompt text in trajectories
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        if self.stop is not None:
+            return self.stop
+        return ("\n",) if self.format == "line" else ()
+
+    def system_template(self) -> str:
+        return self.system_prompt if self.system_prompt is not None else DEFAULT_JSON_SYSTEM
+
+    def canonical(self) -> dict[str, Any]:
+        """The effective settings (defaults resolved) that the fingerprint hashes."""
+        d = self.model_dump(mode="json")
+        d["stop"] = list(self.stop_strings)
+        d["system_prompt"] = self.system_template() if self.format == "json" else None
+        d["line_protocol"] = LINE_PROTOCOL_VERSION if self.format == "line" else None
+        d.pop("keep_prompts")  # storage only; never changes what a model sees
+        return d
+
+    def fingerprint(self, tokenizer: Any = None) -> str:
+        """SHA-256 (hex) of the canonical JSON settings, plus the SHA-256 of the tokenizer's
+        chat template when a tokenizer renders the chat (json format)."""
+        d = self.canonical()
+        template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
+        if self.format == "json" and isinstance(template, str):
+            d["chat_template_sha"] = hashlib.sha256(template.encode()).hexdigest()
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def truncate_observation(text: str, max_bytes: int, max_lines: int) -> str:
+    """Cut ``text`` to at most ``max_lines`` lines and about ``max_bytes`` UTF-8 bytes,
+    keeping the head and the tail (where exit codes and errors are) around one marker line
+    ``[... N lines / M bytes cut ...]``. Text within both limits is returned unchanged."""
+    lines = text.split("\n")
+    size = len(text.encode())
+    if len(lines) <= max_lines and size <= max_bytes:
+        return text
+    keep = max(2, max_lines - 1)
+    head_n, tail_n = (keep + 1) // 2, keep // 2
+    if len(lines) > max_lines:
+        head, tail = lines[:head_n], lines[len(lines) - tail_n:]
+    else:
+        head, tail = lines, []
+    budget = max(32, max_bytes - 40)
+
+    def fit(part: list[str], limit: int, from_end: bool) -> list[str]:
+        out: list[str] = []
+        used = 0
+        seq = reversed(part) if from_end else iter(part)
+        for line in seq:
+            b = len(line.encode()) + 1
+            if used + b > limit:
+                room = limit - used
+                if room > 8:
+                    raw = line.encode()
+                    piece = raw[-room:] if from_end else raw[:room]
+                    out.append(piece.decode(errors="ignore"))
+                break
+            out.append(line)
+            used += b
+        return list(reversed(out)) if from_end else out
+
+    head_kept = fit(head, budget // 2 if tail else budget, False)
+    tail_kept = fit(tail, budget - sum(len(x.encode()) + 1 for x in head_kept), True)
+    cut_lines = len(lines) - len(head_kept) - len(tail_kept)
+    cut_bytes = size - sum(len(x.encode()) + 1 for x in head_kept + tail_kept)
+    marker = f"[... {max(cut_lines, 0)} lines / {max(cut_bytes, 0)} bytes cut ...]"
+    return "\n".join([*head_kept, marker, *tail_kept])
