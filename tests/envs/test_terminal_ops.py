@@ -1,0 +1,217 @@
+"""terminal_ops templates: valid cards, determinism, held-out disjointness, and the oracle
+solving / the null policy failing, executed for real on a temp copy of the workspace.
+
+The runner below is a small stand-in for the verifier (team env owns the real one): it
+materialises the workspace, injects the card's faults the way TaskEnv does (a PATH shim that
+fails the first N calls; a PATH of symlinks that omits a tool; chmod 000), runs
+``card.solution`` with ``sh`` and then calls each hidden test function with ``WORKSPACE``
+set, comparing the tests found with ``acceptance.tests``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ceiling.cards import TaskCard, write_tree
+from ceiling.envs import VARIANTS, make, templates
+from ceiling.envs._common import EXTS_HELDOUT, WORDS_HELDOUT, WORDS_TRAIN
+from ceiling.envs.terminal_ops import DEMO_OPS
+
+FAMILY = templates("terminal_ops")
+IDS = [t.template_id() for t in FAMILY]
+
+
+# --- a tiny local runner ---------------------------------------------------------------
+
+def _shim_path(card: TaskCard, root: Path) -> str:
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    shim = root / "shim"
+    shim.mkdir()
+    for f in card.faults:
+        if f.kind == "transient":
+            real = shutil.which(f.target, path=path)
+            assert real, f"fault targets {f.target}, which is not installed"
+            counter = root / f"count-{f.target}"
+            (shim / f.target).write_text(
+                "#!/bin/sh\n"
+                f"n=$(cat {counter} 2>/dev/null || echo 0)\n"
+                f"if [ \"$n\" -lt {f.times} ]; then echo $((n+1)) > {counter}; "
+                f"echo {shlex.quote(f.message)} >&2; exit 1; fi\n"
+                f'exec {real} "$@"\n')
+            (shim / f.target).chmod(0o755)
+    missing = {f.target for f in card.faults if f.kind == "missing_tool"}
+    if not missing:
+        return f"{shim}:{path}"
+    links = root / "links"
+    links.mkdir()
+    for d in path.split(":"):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            full = os.path.join(d, name)
+            if name in missing or (links / name).exists() or not os.access(full, os.X_OK):
+                continue
+            os.symlink(full, links / name)
+    return f"{shim}:{links}"
+
+
+def _hash_protected(ws: Path, patterns: list[str]) -> dict[str, str]:
+    out = {}
+    for p in sorted(ws.rglob("*")):
+        rel = p.relative_to(ws).as_posix()
+        if p.is_file() and any(fnmatch.fnmatch(rel, pat) for pat in patterns):
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def run_hidden_tests(card: TaskCard, ws: Path) -> dict[str, bool]:
+    """Call every test function of the hidden files with WORKSPACE=ws; node id -> passed."""
+    results: dict[str, bool] = {}
+    old = os.environ.get("WORKSPACE")
+    os.environ["WORKSPACE"] = str(ws)
+    cwd = os.getcwd()
+    try:
+        for fname, entry in card.tests.items():
+            ns: dict[str, object] = {"__name__": f"hidden_{fname[:-3]}"}
+            exec(compile(entry.data.decode(), fname, "exec"), ns)
+            for name, fn in ns.items():
+                if name.startswith("test_") and callable(fn):
+                    try:
+                        fn()
+                        results[f"{fname}::{name}"] = True
+                    except Exception:
+                        results[f"{fname}::{name}"] = False
+    finally:
+        os.chdir(cwd)
+        if old is None:
+            os.environ.pop("WORKSPACE", None)
+        else:
+            os.environ["WORKSPACE"] = old
+    return results
+
+
+def episode(card: TaskCard, root: Path, *, oracle: bool) -> tuple[dict[str, bool], str]:
+    """Run the oracle (or nothing: the null policy) and the hidden tests."""
+    ws = root / "workspace"
+    for layer in card.layers:
+        write_tree(layer, ws)
+    for f in card.faults:
+        if f.kind == "permission":
+            os.chmod(ws / f.target, 0)
+    before = _hash_protected(ws, card.acceptance.protected)
+    log = ""
+    if oracle:
+        (root / "tmp").mkdir()
+        env = {"PATH": _shim_path(card, root), "WORKSPACE": str(ws), "HOME": str(ws),
+               "TMPDIR": str(root / "tmp"), "LANG": "C.UTF-8"}
+        proc = subprocess.run(["sh", "-c", card.solution], cwd=ws, env=env,
+                              capture_output=True, text=True, timeout=60)
+        log = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        assert proc.returncode == 0, f"oracle failed on {card.id}: {log}"
+        assert _hash_protected(ws, card.acceptance.protected) == before, \
+            f"oracle changed a protected path on {card.id}"
+    results = run_hidden_tests(card, ws)
+    assert sorted(results) == sorted(card.acceptance.tests), \
+        f"{card.id}: tests found {sorted(results)} != acceptance.tests"
+    return results, log
+
+
+# --- the tests ---------------------------------------------------------------------------
+
+def test_family_has_enough_templates() -> None:
+    multi = [t for t in FAMILY if "demo" not in t.tags]
+    demo = {t.name for t in FAMILY if "demo" in t.tags}
+    assert len(multi) >= 8, [t.template_id() for t in multi]
+    assert demo == {f"demo-{op}" for op in DEMO_OPS}
+
+
+@pytest.mark.parametrize("tid", IDS)
+def test_every_variant_and_difficulty_makes_a_valid_card(tid: str) -> None:
+    cls = next(t for t in FAMILY if t.template_id() == tid)
+    for d in cls.difficulties:
+        for v in VARIANTS:
+            card = make(tid, seed=11, difficulty=d, variant=v)
+            TaskCard.model_validate(card.model_dump())  # round-trips through the schema
+            assert card.type == "terminal_ops" and card.template == tid
+            assert card.horizon == cls.horizons[d], (card.id, card.horizon)
+            assert card.acceptance.tests and card.tests and card.instruction
+            assert card.budget.max_steps > card.solution.count("\n") + 1
+            assert (v == "fault") == bool(card.faults)
+            assert card.feasible == (v != "infeasible")
+            if v == "infeasible":
+                assert card.infeasible_reason
+            for line in card.solution.splitlines():  # each line stands alone
+                subprocess.run(["sh", "-n", "-c", line], check=True)
+    assert len(set(cls.horizons.values())) == len(cls.horizons), "difficulty must change horizon" \
+        if len(cls.difficulties) > 1 else True
+
+
+@pytest.mark.parametrize("tid", IDS)
+def test_make_is_deterministic_per_seed(tid: str) -> None:
+    a = make(tid, seed=5, variant="heldout")
+    b = make(tid, seed=5, variant="heldout")
+    c = make(tid, seed=6, variant="heldout")
+    assert a.content_id() == b.content_id()
+    assert a.content_id() != c.content_id()
+
+
+def _words(card: TaskCard) -> set[str]:
+    import re
+
+    text = card.instruction + " " + " ".join(card.workspace)
+    return set(re.findall(r"[a-z]+", text))
+
+
+@pytest.mark.parametrize("tid", [t.template_id() for t in FAMILY if "demo" in t.tags])
+def test_demo_heldout_names_never_in_train(tid: str) -> None:
+    held, train = set(WORDS_HELDOUT) | set(EXTS_HELDOUT), set()
+    for seed in range(60):
+        train |= _words(make(tid, seed=seed, variant="train"))
+        train |= _words(make(tid, seed=seed, variant="fault"))
+        h = _words(make(tid, seed=seed, variant="heldout"))
+        assert h & held, h
+    assert not train & held
+    assert train & set(WORDS_TRAIN)
+
+
+def test_demo_instructions_match_ops() -> None:
+    import re
+
+    for op, (instr, cmd) in DEMO_OPS.items():
+        card = make(f"terminal_ops/demo-{op}-v1", seed=2)
+        pat = re.escape(instr).replace(r"\{a\}", r"(?P<a>\S+)").replace(r"\{b\}", r"(?P<b>\S+)")
+        pat = pat.replace(r"\{w\}", r"(?P<w>\w+)").replace(r"\{v\}", r"(?P<v>\w+)")
+        m = re.fullmatch(pat, card.instruction)
+        assert m, (op, card.instruction)
+        assert card.solution.splitlines()[-1] == cmd.format(**m.groupdict())
+
+
+@pytest.mark.parametrize("variant", ["train", "heldout", "fault"])
+@pytest.mark.parametrize("tid", IDS)
+def test_oracle_solves_and_null_fails(tid: str, variant: str, tmp_path: Path) -> None:
+    cls = next(t for t in FAMILY if t.template_id() == tid)
+    diffs = cls.difficulties if variant == "train" else cls.difficulties[:1]
+    for d in diffs:
+        card = make(tid, seed=7 + d, difficulty=d, variant=variant)
+        null, _ = episode(card, tmp_path / f"null{d}", oracle=False)
+        # the reward is the test pass rate: no hidden test may pass on the initial state
+        assert not any(null.values()), f"{card.id}: the null policy passes {null}"
+        got, log = episode(card, tmp_path / f"oracle{d}", oracle=True)
+        assert all(got.values()), f"{card.id}: oracle failed {got}\n{log}"
+
+
+@pytest.mark.parametrize("tid", IDS)
+def test_infeasible_tests_fail_untouched(tid: str, tmp_path: Path) -> None:
+    card = make(tid, seed=3, variant="infeasible")
+    got, _ = episode(card, tmp_path, oracle=False)
+    assert not any(got.values()), (card.id, got)
+    assert "give" in card.solution or "infeasible" in card.solution
