@@ -76,26 +76,44 @@ class CardStats:
         return m["variant"] if m else None
 
 
+def _add(cards: dict[str, CardStats], *, card_id: str, type: str, horizon: str, split: str,
+         feasible: bool, faults: bool, template: str | None, outcome: str, steps: float,
+         tokens: float, seconds: float) -> None:
+    cs = cards.get(card_id)
+    if cs is None:
+        cs = cards[card_id] = CardStats(
+            card_id=card_id, type=type, horizon=horizon, split=split, feasible=bool(feasible),
+            faults=bool(faults), template=template or card_id.split("@", 1)[0])
+    cs.n_total += 1
+    outcome = outcome if outcome in OUTCOMES else Outcome.INFRA_ERROR.value
+    cs.outcomes[outcome] += 1
+    if outcome == Outcome.INFRA_ERROR.value:
+        return
+    cs.n += 1
+    cs.c += int(Outcome(outcome).passed)
+    cs.steps.append(float(steps))
+    cs.tokens.append(float(tokens))
+    cs.seconds.append(float(seconds))
+
+
 def card_stats(trajectories: Iterable[Trajectory]) -> list[CardStats]:
-    """Group episodes by card (sorted by card id)."""
+    """Group episodes by card (sorted by card id). An unknown outcome counts as infra_error."""
     cards: dict[str, CardStats] = {}
     for t in trajectories:
-        cs = cards.get(t.card_id)
-        if cs is None:
-            cs = cards[t.card_id] = CardStats(
-                card_id=t.card_id, type=t.type, horizon=t.horizon, split=t.split,
-                feasible=t.feasible, faults=t.faults,
-                template=t.template or t.card_id.split("@", 1)[0])
-        cs.n_total += 1
-        outcome = t.outcome if t.outcome in OUTCOMES else Outcome.INFRA_ERROR.value
-        cs.outcomes[outcome] += 1
-        if outcome == Outcome.INFRA_ERROR.value:
-            continue
-        cs.n += 1
-        cs.c += int(Outcome(outcome).passed)
-        cs.steps.append(float(len(t.turns)))
-        cs.tokens.append(float(sum(t.tokens.values())) if t.tokens else 0.0)
-        cs.seconds.append(float(t.timings.get("total_s", 0.0)))
+        _add(cards, card_id=t.card_id, type=t.type, horizon=t.horizon, split=t.split,
+             feasible=t.feasible, faults=t.faults, template=t.template, outcome=t.outcome,
+             steps=len(t.turns), tokens=sum(t.tokens.values()) if t.tokens else 0,
+             seconds=t.timings.get("total_s", 0.0))
+    return [cards[k] for k in sorted(cards)]
+
+
+def card_stats_from_rows(rows: Iterable[dict[str, Any]]) -> list[CardStats]:
+    """The same from the store's episode rows (no trajectory file needed)."""
+    cards: dict[str, CardStats] = {}
+    for r in rows:
+        _add(cards, card_id=r["card_id"], type=r["type"], horizon=r["horizon"],
+             split=r["split"], feasible=r["feasible"], faults=r["faults"], template=None,
+             outcome=r["outcome"], steps=r["steps"], tokens=r["tokens"], seconds=r["seconds"])
     return [cards[k] for k in sorted(cards)]
 
 
@@ -208,7 +226,14 @@ def summarize(trajectories: Iterable[Trajectory], *, k: int | None = None,
     fewer than k valid samples (infra errors) are left out of pass@k and counted in its
     ``n_cards``.
     """
-    cards = card_stats(trajectories)
+    return summarize_cards(card_stats(trajectories), k=k, seed=seed, resamples=resamples,
+                           level=level)
+
+
+def summarize_cards(cards: list[CardStats], *, k: int | None = None, seed: int = 0,
+                    resamples: int = DEFAULT_RESAMPLES,
+                    level: float = DEFAULT_LEVEL) -> dict[str, Any]:
+    """:func:`summarize` over already grouped cards."""
     if not cards:
         raise ValueError("no trajectories to summarize")
     drawn = max(c.n_total for c in cards)
@@ -256,4 +281,5 @@ def summarize(trajectories: Iterable[Trajectory], *, k: int | None = None,
     }
 
 
-__all__ = ["CardStats", "OUTCOMES", "card_stats", "gap_stat", "metric_arrays", "summarize"]
+__all__ = ["CardStats", "OUTCOMES", "card_stats", "card_stats_from_rows", "gap_stat", "metric_arrays", "summarize",
+           "summarize_cards"]

@@ -1,0 +1,102 @@
+"""``ceiling eval`` as a function: resolve a suite, roll the policy out, summarise, store.
+
+``record_run`` is the part that needs no rollout (the trainer's demo and tests call it with
+trajectories they already have); ``run_eval`` adds the suite and the rollout runner.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from .._errors import ConfigError
+from ..cards import TaskCard
+from ..rollout._types import Trajectory
+from ..verify._verdict import Verdict
+from ._metrics import summarize
+from ._store import RunRecord, Store, comparability_key, load_trajectories
+from ._suite import resolve_suite
+
+
+def verifier_version(trajectories: Sequence[Trajectory]) -> str:
+    """The verifier version the episodes were judged with (several: joined with '+';
+    none recorded, e.g. only infra errors: the current Verdict default)."""
+    seen = sorted({str(t.verdict["verifier_version"]) for t in trajectories
+                   if t.verdict.get("verifier_version") is not None})
+    return "+".join(seen) if seen else str(Verdict.model_fields["verifier_version"].default)
+
+
+def record_run(trajectories: Sequence[Trajectory], *, policy: str, suite: str,
+               card_ids: Sequence[str], harness_fingerprint: str, sampling: dict[str, Any],
+               trajectories_path: str | Path, name: str | None = None,
+               store: Store | None = None, k: int | None = None, seed: int = 0,
+               run_id: str | None = None, resamples: int = 1000,
+               extra: dict[str, Any] | None = None) -> RunRecord:
+    """Summarise ``trajectories`` and store them as a run. ``card_ids`` are the cards'
+    content ids (``TaskCard.content_id()``): they, the harness fingerprint, ``sampling``, the
+    verifier version and the package version form the comparability key."""
+    store = store or Store()
+    key, parts = comparability_key(card_ids, harness_fingerprint, sampling,
+                                   verifier_version(trajectories), __version__)
+    summary = summarize(trajectories, k=k, seed=seed, resamples=resamples)
+    rid = run_id or uuid.uuid4().hex[:12]
+    summary = {"run_id": rid, "name": name, "key": key, "policy": policy, "suite": suite,
+               **summary, **(extra or {})}
+    return store.add_run(policy=policy, suite=suite, key=key, key_parts=parts, summary=summary,
+                         trajectories=list(trajectories), trajectories_path=trajectories_path,
+                         name=name, run_id=rid)
+
+
+def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
+             name: str | None = None, seed: int = 0, card_seed: int = 0,
+             backend: str = "namespace", workers: int = 4, harness_format: str | None = None,
+             max_new_tokens: int | None = None, temperature: float | None = None,
+             store: Store | None = None, cards: list[TaskCard] | None = None) -> RunRecord:
+    """Evaluate ``policy`` (a spec string) on ``suite`` with ``k`` samples per card and store
+    the run. Trajectories go to ``$CEILING_HOME/runs/<run id>/trajectories.jsonl``."""
+    from ..harness import HarnessConfig
+    from ..policies import SamplingParams, load_policy
+    from ..rollout import run_episodes
+
+    if k < 1:
+        raise ConfigError(f"-k {k} asks for no sample", where="-k", fix="use -k 1 or more")
+    store = store or Store()
+    if name is not None and store.name_taken(name):
+        raise ConfigError(f"a run named {name!r} already exists", where="--name",
+                          fix="choose another --name, or omit it to get a fresh id")
+    cards = cards if cards is not None else resolve_suite(suite, n, card_seed=card_seed)
+    pol = load_policy(policy)
+    hkw: dict[str, Any] = {}
+    if harness_format is not None:
+        hkw["format"] = harness_format
+    harness = HarnessConfig(**hkw)
+    skw: dict[str, Any] = {"seed": seed}
+    if max_new_tokens is not None:
+        skw["max_new_tokens"] = max_new_tokens
+    if temperature is not None:
+        skw["temperature"] = temperature
+    sampling = SamplingParams(**skw)
+    rid = uuid.uuid4().hex[:12]
+    out = store.path.parent / "runs" / rid / "trajectories.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    trajs = run_episodes(cards, pol, harness, k=k, sampling=sampling, backend=backend, out=out,
+                         workers=workers, seed=seed)
+    if not out.is_file():  # the runner may keep records in memory only
+        out.write_text("".join(t.to_json() + "\n" for t in trajs), encoding="utf-8")
+    else:
+        trajs = load_trajectories(out) or list(trajs)
+    import dataclasses
+
+    samp = dataclasses.asdict(sampling)
+    samp["stop"] = list(samp.get("stop") or ())
+    return record_run(trajs, policy=policy, suite=suite,
+                      card_ids=[c.content_id() for c in cards],
+                      harness_fingerprint=harness.fingerprint(), sampling=samp,
+                      trajectories_path=out, name=name, store=store, k=k, seed=seed,
+                      run_id=rid)
+
+
+__all__ = ["record_run", "run_eval", "verifier_version"]
