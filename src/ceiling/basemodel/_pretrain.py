@@ -1,0 +1,244 @@
+"""Pre-training of ``builtin:tiny``: a ~1M-parameter Llama on the built-in corpus.
+
+Recipe (shared/research/cpu-feasibility.md §3, §5): hidden 128, 4 layers, 4 heads, FFN
+352, tied embeddings, fp32; whole episodes packed into 128-token blocks (an episode never
+straddles two blocks, so every block starts at a task), AdamW (0.9, 0.95), warm-up then
+cosine decay. The budget is a number of *steps*, so a build is reproducible on one machine
+and thread count; ``minutes`` is only a safety cap (a capped build says so in its report).
+
+The result is a plain Hugging Face folder (``config.json``, ``model.safetensors``,
+``tokenizer.json`` …) that ``AutoModelForCausalLM.from_pretrained`` loads, plus
+``build.json`` with the recipe and the figures measured on held-out corpus tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import _corpus
+from ._tokenizer import train_tokenizer
+
+BLOCK = 128
+
+
+@dataclass
+class BuildConfig:
+    """Everything that defines a build (recorded in build.json)."""
+
+    steps: int = 1400
+    batch_size: int = 32
+    lr: float = 2e-3
+    warmup: int = 40
+    seed: int = 0
+    episodes: int = 60_000
+    noise: float = 0.5
+    vocab_size: int = 1024
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    ffn: int = 352
+    threads: int = 2
+    max_minutes: float = 8.0
+    eval_tasks: int = 200
+    eval_samples: int = 8
+
+
+@dataclass
+class BuildReport:
+    out: str
+    config: dict[str, Any]
+    params: int
+    steps_done: int
+    capped: bool
+    seconds: float
+    tokens_seen: int
+    tokens_per_s: float
+    final_loss: float
+    eval: dict[str, Any] = field(default_factory=dict)
+    words: list[str] = field(default_factory=list)
+
+
+def _pack(ids_list: list[list[int]], pad: int, rng: random.Random) -> list[list[int]]:
+    """Greedy-pack whole episodes into BLOCK-token blocks (pads at the end)."""
+    order = list(range(len(ids_list)))
+    rng.shuffle(order)
+    blocks: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        ids = ids_list[i][:BLOCK]
+        if len(cur) + len(ids) > BLOCK:
+            blocks.append(cur + [pad] * (BLOCK - len(cur)))
+            cur = []
+        cur = cur + ids
+    if cur:
+        blocks.append(cur + [pad] * (BLOCK - len(cur)))
+    return blocks
+
+
+def build_tiny(out: Path, cfg: BuildConfig | None = None,
+               progress: Callable[[int, int, float], None] | None = None) -> BuildReport:
+    """Generate the corpus, train the tokenizer and the model, evaluate, save to ``out``.
+
+    ``out`` is replaced atomically (written to a temp folder beside it, then renamed).
+    ``progress(step, steps, loss)`` is called every few steps.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = cfg or BuildConfig()
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    rng = random.Random(cfg.seed)
+    episodes = _corpus.generate(cfg.episodes, cfg.seed, noise=cfg.noise)
+    texts = _corpus.render(episodes)
+    tok: Any = train_tokenizer(texts, cfg.vocab_size)
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    ids_list = [tok(t)["input_ids"] + [eos] for t in texts]
+    blocks = _pack(ids_list, pad, rng)
+    data = torch.tensor(blocks, dtype=torch.long)
+
+    mcfg = LlamaConfig(vocab_size=len(tok), hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
+                       num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
+                       intermediate_size=cfg.ffn, max_position_embeddings=512,
+                       tie_word_embeddings=True, bos_token_id=eos, eos_token_id=eos,
+                       pad_token_id=pad, rms_norm_eps=1e-5)
+    model = LlamaForCausalLM(mcfg)
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.01)
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup:
+            return cfg.lr * (step + 1) / cfg.warmup
+        frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+        return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+    gen = torch.Generator().manual_seed(cfg.seed)
+    model.train()
+    t0 = time.perf_counter()
+    tokens = 0
+    loss_ema = float("nan")
+    step = 0
+    capped = False
+    perm = torch.randperm(len(data), generator=gen)
+    pos = 0
+    for step in range(cfg.steps):
+        if time.perf_counter() - t0 > cfg.max_minutes * 60:
+            capped = True
+            break
+        if pos + cfg.batch_size > len(perm):
+            perm, pos = torch.randperm(len(data), generator=gen), 0
+        batch = data[perm[pos:pos + cfg.batch_size]]
+        pos += cfg.batch_size
+        labels = batch.clone()
+        labels[batch == pad] = -100
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        loss = model(input_ids=batch, attention_mask=(batch != pad).long(), labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        tokens += int((batch != pad).sum())
+        lv = float(loss.detach())
+        loss_ema = lv if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * lv
+        if progress and step % 10 == 0:
+            progress(step, cfg.steps, loss_ema)
+    else:
+        step = cfg.steps
+    seconds = time.perf_counter() - t0
+    model.eval()
+    figures = evaluate_corpus(model, tok, n=cfg.eval_tasks, samples=cfg.eval_samples,
+                              seed=cfg.seed + 10_000)
+    report = BuildReport(out=str(out), config=asdict(cfg), params=params, steps_done=step,
+                         capped=capped, seconds=round(seconds, 1), tokens_seen=tokens,
+                         tokens_per_s=round(tokens / max(seconds, 1e-9), 1),
+                         final_loss=round(loss_ema, 4), eval=figures,
+                         words=list(_corpus.TRAIN_WORDS))
+    _save(model, tok, out, report)
+    return report
+
+
+def _save(model: Any, tok: Any, out: Path, report: BuildReport) -> None:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    (tmp / "build.json").write_text(json.dumps(asdict(report), indent=1, sort_keys=True) + "\n")
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        out.rename(old)
+        tmp.rename(out)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(out)
+
+
+def evaluate_corpus(model: Any, tok: Any, *, n: int = 200, samples: int = 8,
+                    seed: int = 10_000) -> dict[str, Any]:
+    """Greedy and sampled (T=1) exact match of the first action line on ``n`` held-out
+    feasible corpus tasks, and the share of tasks with at least one exact sample among
+    ``samples`` (a corpus-level pass@k). By kind, too."""
+    import torch
+
+    rng = random.Random(f"ceiling-tiny-eval|{seed}")
+    eps = [_corpus.make_episode(rng, noise=0.0, p_missing=0.0, p_transient=0.0, p_look=0.0)
+           for _ in range(n)]
+    prompts = [_corpus.prompt_of(e.instruction) for e in eps]
+    greedy = complete(model, tok, prompts, do_sample=False)
+    sampled = complete(model, tok, [p for p in prompts for _ in range(samples)],
+                       do_sample=True, seed=seed)
+    by_kind: dict[str, list[float]] = {}
+    g_hits = s_hits = any_hits = 0
+    for i, e in enumerate(eps):
+        g = greedy[i] == e.correct
+        s = [sampled[i * samples + j] == e.correct for j in range(samples)]
+        g_hits += g
+        s_hits += sum(s)
+        any_hits += any(s)
+        by_kind.setdefault(e.kind, []).append(sum(s) / samples)
+    del torch
+    return {
+        "tasks": n, "samples": samples,
+        "greedy_exact": round(g_hits / n, 4),
+        "sampled_exact": round(s_hits / (n * samples), 4),
+        f"any_of_{samples}_exact": round(any_hits / n, 4),
+        "sampled_exact_by_kind": {k: round(sum(v) / len(v), 3) for k, v in sorted(by_kind.items())},
+        "example": {"prompt": prompts[0], "greedy": greedy[0], "want": eps[0].correct},
+    }
+
+
+def complete(model: Any, tok: Any, prompts: list[str], *, do_sample: bool, seed: int = 0,
+             max_new_tokens: int = 40, batch: int = 64) -> list[str]:
+    """One action line per prompt (generation stops at the first newline)."""
+    import torch
+
+    nl = tok.convert_tokens_to_ids("Ċ")
+    out: list[str] = []
+    tok.padding_side = "left"
+    if do_sample:
+        torch.manual_seed(seed)
+    for i in range(0, len(prompts), batch):
+        enc = tok(prompts[i:i + batch], return_tensors="pt", padding=True)
+        with torch.no_grad():
+            gen = model.generate(**enc, do_sample=do_sample, max_new_tokens=max_new_tokens,
+                                 eos_token_id=[nl, tok.eos_token_id],
+                                 pad_token_id=tok.pad_token_id,
+                                 temperature=1.0 if do_sample else None, top_k=0 if do_sample
+                                 else None, top_p=1.0 if do_sample else None)
+        for row in gen[:, enc["input_ids"].shape[1]:]:
+            text = tok.decode(row, skip_special_tokens=True)
+            out.append(text.split("\n", 1)[0])
+    return out
