@@ -152,7 +152,7 @@ class TestModule:
             parts.append(self.helpers.strip("\n") + "\n\n")
         for name, body in self._tests:
             lines = body.strip("\n").splitlines() or ["pass"]
-            parts.append(f"\ndef test_{name}():\n" + "".join(f"    {ln}\n" for ln in lines))
+            parts.append(f"\n\ndef test_{name}():\n" + "".join(f"    {ln}\n" for ln in lines))
         return "".join(parts)
 
 
