@@ -28,6 +28,13 @@ class RewardSpec(BaseModel):
 
     reward = outcome_weight * test_pass_rate + process_weight * sum(milestone rewards)
              - lint_penalty * lint_warnings;  tampering -> tamper_reward (default -1).
+
+    Milestone rewards are paid only when at least one hidden test passes
+    (``milestones_need_tests``), so state that merely looks like progress cannot earn on its
+    own. ``suspicious_penalty`` is subtracted per suspicious command found in the trajectory
+    (git-history mining, network fetches, hunting for hidden tests); 0 by default, because
+    those commands are legitimate in some tasks. A submit on an infeasible card earns
+    ``infeasible_submit_reward``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -40,6 +47,9 @@ class RewardSpec(BaseModel):
     abstain_wrong_reward: float = 0.0
     truncated_scale: float = 1.0  # multiply the test reward when the budget ran out
     pass_threshold: float = 1.0  # test pass rate needed for outcome "solved"
+    milestones_need_tests: bool = True
+    suspicious_penalty: float = 0.0
+    infeasible_submit_reward: float = 0.0
 
 
 class TestResult(BaseModel):

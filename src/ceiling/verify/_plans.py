@@ -1,0 +1,121 @@
+"""Plans: scripted agents for validation, red-teaming and the ``scripted:*`` policies.
+
+A :class:`Plan` picks the next :class:`~ceiling.tools.Action` from the card and the
+``(action, observation)`` history so far; it must be a pure function of its arguments (and
+its own construction parameters), so an episode replays exactly. The policies team wraps
+any plan as a text policy by rendering the chosen action in the harness's reply format.
+
+- :func:`oracle_plan`: runs ``card.solution`` (one ``run``), then ``submit``; on an
+  infeasible card it gives up with the card's reason.
+- :func:`null_plan`: submits at once.
+- :func:`random_plan`: harmless random exploration (listing, reading, small writes, a
+  malformed call now and then), then ``submit``; a floor for "acting without skill".
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ..cards import TaskCard
+from ..tools import Action
+
+History = list[tuple[Action, str]]
+
+
+@runtime_checkable
+class Plan(Protocol):
+    name: str
+
+    def next_action(self, card: TaskCard, history: History) -> Action: ...
+
+
+Step = Action | Callable[[TaskCard], Action]
+
+
+@dataclass
+class ScriptPlan:
+    """A fixed list of steps (Actions, or functions of the card returning one), then
+    ``final`` (``submit`` by default). ``feasible_only`` marks plans that only make sense
+    on feasible cards (e.g. farming abstention reward)."""
+
+    name: str
+    steps: Sequence[Step] = ()
+    final: Action = field(default_factory=lambda: Action("submit"))
+    description: str = ""
+    source: str = ""
+    detection: str = ""
+    feasible_only: bool = False
+
+    def next_action(self, card: TaskCard, history: History) -> Action:
+        i = len(history)
+        if i < len(self.steps):
+            s = self.steps[i]
+            return s(card) if callable(s) else s
+        return self.final
+
+
+class OraclePlan:
+    name = "oracle"
+
+    def next_action(self, card: TaskCard, history: History) -> Action:
+        if not card.feasible:
+            return Action("give_up", {"reason": card.infeasible_reason or "not feasible"})
+        if not history and card.solution.strip():
+            return Action("run", {"cmd": card.solution})
+        return Action("submit")
+
+
+class NullPlan:
+    name = "null"
+
+    def next_action(self, card: TaskCard, history: History) -> Action:
+        return Action("submit")
+
+
+@dataclass
+class RandomPlan:
+    seed: int = 0
+    name: str = "random"
+
+    def next_action(self, card: TaskCard, history: History) -> Action:
+        rng = random.Random(f"{self.seed}|{card.id}|{len(history)}")
+        length = random.Random(f"{self.seed}|{card.id}").randint(2, 8)
+        if len(history) >= length:
+            return Action("submit")
+        files = sorted(p for layer in card.layers for p, e in layer.items() if e.kind == "file")
+        pick = rng.choice(files) if files else "README"
+        choice = rng.randrange(7)
+        if choice == 0:
+            return Action("run", {"cmd": rng.choice(["ls -la", "pwd", "ls -R | head -50",
+                                                     "cat /etc/hostname", "env | sort | head"])})
+        if choice == 1:
+            return Action("read", {"path": pick})
+        if choice == 2:
+            return Action("run", {"cmd": f"head -5 {pick} 2>&1; wc -l {pick}"})
+        if choice == 3:
+            return Action("write", {"path": f"scratch_{rng.randrange(100)}.txt",
+                                    "content": "note\n"})
+        if choice == 4:
+            return Action(rng.choice(["explode", "ls", "bash"]), {"x": "1"})
+        if choice == 5:
+            return Action("read", {"path": "../../etc/passwd"})
+        return Action("edit", {"path": pick, "old": "\x00never\x00", "new": "x"})
+
+
+def oracle_plan() -> Plan:
+    return OraclePlan()
+
+
+def null_plan() -> Plan:
+    return NullPlan()
+
+
+def random_plan(seed: int = 0) -> Plan:
+    return RandomPlan(seed)
+
+
+__all__ = ["History", "NullPlan", "OraclePlan", "Plan", "RandomPlan", "ScriptPlan",
+           "null_plan", "oracle_plan", "random_plan"]
