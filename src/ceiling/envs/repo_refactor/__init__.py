@@ -1,0 +1,8 @@
+"""Family ``repo_refactor``: generated multi-module Python repositories to refactor or fix.
+
+Importing this package registers its templates (see ``ceiling.envs.templates``).
+"""
+
+from . import _t_rename  # noqa: F401
+
+__all__: list[str] = []
