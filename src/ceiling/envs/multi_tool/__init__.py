@@ -1,0 +1,9 @@
+"""multi_tool: tasks that chain a SQLite database (``sql``), a document collection
+(``search``) and a small HTTP service on the sandbox's loopback (``run curl ...``).
+
+Importing this package registers its templates.
+"""
+
+from . import refund  # noqa: F401
+
+__all__: list[str] = []
