@@ -10,9 +10,9 @@ Importing this package registers its templates. Two groups:
 See ``docs/environments.md`` for each template's task, variants and limits.
 """
 
-from . import _demo, _rotate
+from . import _cleanup, _config, _demo, _perms, _rotate
 from ._demo import DEMO_OPS, DEMO_TEMPLATES
 
 __all__ = ["DEMO_OPS", "DEMO_TEMPLATES"]
 
-del _demo, _rotate
+del _cleanup, _config, _demo, _perms, _rotate

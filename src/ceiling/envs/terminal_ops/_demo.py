@@ -22,8 +22,16 @@ import random
 from typing import ClassVar
 
 from ...cards import TaskCard
-from .._common import TestModule, ext_pool, finish_card, permission, pick, retry, transient
-from .._common import word_pool
+from .._common import (
+    TestModule,
+    ext_pool,
+    finish_card,
+    permission,
+    pick,
+    retry,
+    transient,
+    word_pool,
+)
 from .._registry import Template, Variant, register
 
 # op -> (instruction template, oracle command template). Placeholders: {a} {b} file names,

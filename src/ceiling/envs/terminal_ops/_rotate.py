@@ -76,7 +76,7 @@ class LogRotate(Template):
             lines.append(mv(f"mv {base} {base}.1"))
             lines.append(f": > {base}")
             want = {base: ""} | {f"{base}.{j + 1}": files[base if j == 0 else f"{base}.{j}"]
-                                 for j in range(0, min(r + 1, keep))}
+                                 for j in range(min(r + 1, keep))}
             gone = f"{base}.{keep + 1}"
             tm.add(f"rotated_{i}",
                    f"want = {want!r}\n"
