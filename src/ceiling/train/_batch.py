@@ -1,0 +1,105 @@
+"""From scored trajectories to training tensors.
+
+Each policy turn of an episode becomes one :class:`Sample`: the prompt token ids the policy
+was conditioned on, the reply token ids it wrote, and the log-probs it sampled them with.
+Every turn carries its episode's group-normalised advantage. Observations are never
+trained on: they live only inside later turns' prompts, which are masked.
+
+Filtering (difficulty filtering, part 1): a group whose rewards have no variance teaches
+nothing under group normalisation and is dropped (counted); episodes that ended in
+``infra_error`` are not the model's doing and are removed from their group first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ..rollout import Trajectory
+
+
+@dataclass
+class Sample:
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    old_logprobs: list[float]
+    advantage: float
+    episode_id: str = ""
+
+
+@dataclass
+class GroupStats:
+    groups: int = 0
+    kept: int = 0
+    zero_variance: int = 0
+    infra_errors: int = 0
+    turns_skipped: int = 0  # turns without token ids / log-probs (cannot be trained on)
+    rewards: list[float] = field(default_factory=list)
+    passed: list[bool] = field(default_factory=list)
+
+
+def samples_from_groups(groups: Sequence[Sequence[Trajectory]], *, eps: float = 1e-4,
+                        min_std: float = 1e-6) -> tuple[list[Sample], GroupStats]:
+    """Samples for every turn of every episode in a group with reward variance."""
+    st = GroupStats(groups=len(groups))
+    out: list[Sample] = []
+    for group in groups:
+        good = [t for t in group if t.outcome != "infra_error"]
+        st.infra_errors += len(group) - len(good)
+        st.rewards += [t.reward for t in good]
+        st.passed += [t.passed for t in good]
+        if len(good) < 2:
+            st.zero_variance += 1
+            continue
+        r = torch.tensor([t.reward for t in good], dtype=torch.float64)
+        std = float(r.std(unbiased=False))
+        if std < min_std:
+            st.zero_variance += 1
+            continue
+        st.kept += 1
+        adv = ((r - r.mean()) / (std + eps)).tolist()
+        for traj, a in zip(good, adv, strict=True):
+            for turn in traj.turns:
+                if not turn.token_ids or len(turn.logprobs) != len(turn.token_ids) or \
+                        not turn.prompt_token_ids:
+                    st.turns_skipped += 1
+                    continue
+                out.append(Sample(list(turn.prompt_token_ids), list(turn.token_ids),
+                                  list(turn.logprobs), float(a), traj.episode_id))
+    return out, st
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, T] right-padded prompt + completion
+    attention_mask: torch.Tensor  # [B, T]
+    mask: torch.Tensor  # [B, T-1] 1 where logp[:, j] scores a completion token
+    old_logp: torch.Tensor  # [B, T-1] recorded sampling log-probs at those positions
+    advantages: torch.Tensor  # [B]
+
+    @property
+    def tokens(self) -> int:
+        return int(self.mask.sum())
+
+
+def collate(samples: Sequence[Sample], pad_id: int, device: str | torch.device = "cpu") -> Batch:
+    """Right-pad ``prompt + completion``; align masks and old log-probs with
+    :func:`~ceiling.train._loss.sequence_logprobs` (index ``j`` scores token ``j + 1``)."""
+    if not samples:
+        raise ValueError("collate needs at least one sample")
+    T = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
+    B = len(samples)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    att = torch.zeros((B, T), dtype=torch.long)
+    mask = torch.zeros((B, T - 1), dtype=torch.float32)
+    old = torch.zeros((B, T - 1), dtype=torch.float32)
+    for i, s in enumerate(samples):
+        p, c = len(s.prompt_ids), len(s.completion_ids)
+        ids[i, :p + c] = torch.tensor(s.prompt_ids + s.completion_ids)
+        att[i, :p + c] = 1
+        mask[i, p - 1:p + c - 1] = 1.0
+        old[i, p - 1:p + c - 1] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+    adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+    return Batch(ids.to(device), att.to(device), mask.to(device), old.to(device), adv.to(device))
