@@ -1,1 +1,20 @@
-"""evaluate (see DESIGN.md)."""
+"""Evaluation: metrics with confidence intervals, the SQLite store, compare and gate,
+HTML reports and the run viewer (see docs/evaluation.md)."""
+
+from ._compare import GateResult, compare, compare_records, gate
+from ._evaluate import record_run, run_eval, verifier_version
+from ._metrics import CardStats, card_stats, summarize
+from ._report import render_report, write_report
+from ._stats import bootstrap_ci, mcnemar_exact, pass_at_k
+from ._store import RunRecord, Store, comparability_key, load_trajectories
+from ._suite import resolve_suite
+from ._svg import svg_bar_chart, svg_line_chart
+from ._view import make_server
+
+__all__ = [
+    "CardStats", "GateResult", "RunRecord", "Store", "bootstrap_ci", "card_stats",
+    "comparability_key", "compare", "compare_records", "gate", "load_trajectories",
+    "make_server", "mcnemar_exact", "pass_at_k", "record_run", "render_report",
+    "resolve_suite", "run_eval", "summarize", "svg_bar_chart", "svg_line_chart",
+    "verifier_version", "write_report",
+]
