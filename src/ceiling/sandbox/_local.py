@@ -42,8 +42,7 @@ class LocalSandbox:
             shutil.rmtree(d, ignore_errors=True)
         self._tmp.mkdir(parents=True)
         self._ws.mkdir(parents=True)
-        for lid in layer_ids:
-            shutil.copytree(self.store.path(lid), self._ws, symlinks=True, dirs_exist_ok=True)
+        self.store.materialize(self.store.expand(layer_ids), self._ws)
 
     def _resolve(self, path: str) -> Path:
         p = path[len(WORKDIR):].lstrip("/") if path.startswith(WORKDIR) else path
@@ -100,7 +99,7 @@ class LocalSandbox:
         self._populate(self.layer_ids)
 
     def checkpoint(self) -> str:
-        return self.store.put_dir(self._ws)
+        return self.store.put_dir(self._ws, snapshot=True)
 
     def restore(self, layer_id: str) -> None:
         self._populate([layer_id])

@@ -1,0 +1,459 @@
+"""The in-namespace holder of one ``namespace`` sandbox (run as a script, never imported).
+
+``python -I -S _holder.py FD CONFIG_JSON`` is started by :mod:`._namespace` as host root.
+It unshares mount, PID, network, IPC and UTS namespaces, forks, and the child becomes PID 1
+of the new PID namespace. PID 1 builds the sandbox root (a small tmpfs holding read-only
+binds of the host tree, a fresh ``/proc``, a minimal ``/dev``, the overlay at ``/workspace``
+and a private ``/tmp``), ``pivot_root``s into it and then serves requests on the control
+socket (``SOCK_SEQPACKET``, one JSON object per message, file descriptors passed with
+``SCM_RIGHTS``):
+
+- ``exec``: fork, drop to the sandbox uid without capabilities, ``execve``; reply with the
+  wait status when the command exits. Background processes keep running.
+- ``kill``: SIGKILL the session of a running ``exec`` (its whole process tree).
+- ``read`` / ``write``: file I/O with the sandbox user's permissions (effective uid switched),
+  confined to ``/workspace`` and ``/tmp`` after resolving symlinks *inside* the sandbox.
+- ``reset``: SIGKILL every process but PID 1, drop SysV IPC objects, unmount the overlay and
+  the state tmpfs, mount fresh ones (optionally over a new layer stack).
+
+It exits when the control socket closes (the host process died), so nothing outlives the
+host; the kernel then kills the whole PID namespace and frees every mount in it.
+This file imports only the standard library: it runs under ``-I -S`` to start fast.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import platform
+import resource
+import select
+import signal
+import socket
+import stat
+import struct
+import sys
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+OPEN_TREE_CLONE, AT_RECURSIVE, AT_EMPTY_PATH = 1, 0x8000, 0x1000
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
+AT_FDCWD = -100
+PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_NO_NEW_PRIVS = 1, 15, 38
+SYS = {"x86_64": {"pivot_root": 155}, "aarch64": {"pivot_root": 41}}[platform.machine()]
+SYS.update(open_tree=428, move_mount=429, mount_setattr=442)
+IPC_RMID = 0
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                       ctypes.c_char_p]
+
+STATE = "/.ceiling/state"
+LAYERS = "/.ceiling/layers"
+SKIP_TOP = {"proc", "dev", "sys", "tmp", "run", "workspace", ".ceiling", "lost+found"}
+
+
+def _check(rc: int, what: str) -> int:
+    if rc < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+    return rc
+
+
+def mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    _check(libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {dst}")
+
+
+def umount(path: str) -> None:
+    _check(libc.umount2(path.encode(), MNT_DETACH), f"umount {path}")
+
+
+def clone_tree(path: str, readonly: bool = True, recursive: bool = True) -> int:
+    """A detached copy of the mount tree at ``path`` (read-only, nosuid) as an fd."""
+    flags = OPEN_TREE_CLONE | (AT_RECURSIVE if recursive else 0)
+    fd = _check(libc.syscall(SYS["open_tree"], AT_FDCWD, path.encode(), flags), f"open_tree {path}")
+    attrs = MOUNT_ATTR_NOSUID | (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV if readonly else 0)
+    buf = struct.pack("QQQQ", attrs, 0, 0, 0)
+    _check(libc.syscall(SYS["mount_setattr"], fd, b"", AT_EMPTY_PATH | AT_RECURSIVE,
+                        ctypes.c_char_p(buf), len(buf)), f"mount_setattr {path}")
+    return fd
+
+
+def attach(fd: int, dst: str) -> None:
+    _check(libc.syscall(SYS["move_mount"], fd, b"", AT_FDCWD, dst.encode(),
+                        MOVE_MOUNT_F_EMPTY_PATH), f"move_mount {dst}")
+    os.close(fd)
+
+
+def lo_up() -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    import fcntl
+
+    ifr = struct.pack("16sH14s", b"lo", 0, b"")
+    flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, ifr))[1]  # SIOCGIFFLAGS
+    fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))  # SIOCSIFFLAGS, IFF_UP
+    s.close()
+
+
+def mount_state(cfg: dict) -> None:
+    """A fresh state tmpfs (upper, work, tmp, shm), the overlay and the /tmp, /dev/shm binds."""
+    uid, gid = cfg["uid"], cfg["gid"]
+    mount("ceiling-state", STATE, "tmpfs", MS_NOSUID | MS_NODEV,
+          f"size={cfg['disk_mb']}m,nr_inodes={cfg['inodes']},mode=0700")
+    for name, mode in (("upper", 0o755), ("work", 0o700), ("tmp", 0o1777), ("shm", 0o1777)):
+        os.mkdir(f"{STATE}/{name}", mode)
+        os.chmod(f"{STATE}/{name}", mode)
+    os.chown(f"{STATE}/upper", uid, gid)
+    lowers = ":".join(reversed(cfg["lowers"]))
+    os.chdir(LAYERS)
+    try:
+        opts = (f"lowerdir={lowers},upperdir={STATE}/upper,workdir={STATE}/work,"
+                "redirect_dir=off,metacopy=off,index=off")
+        mount("overlay", "/workspace", "overlay", MS_NOSUID | MS_NODEV, opts)
+    finally:
+        os.chdir("/")
+    mount(f"{STATE}/tmp", "/tmp", None, MS_BIND)
+    mount(f"{STATE}/shm", "/dev/shm", None, MS_BIND)
+
+
+def unmount_state() -> None:
+    for p in ("/dev/shm", "/tmp", "/workspace", STATE):
+        umount(p)
+
+
+def build_root(cfg: dict) -> None:
+    """Make the sandbox's root file system and pivot into it."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    top = sorted(os.listdir("/"))
+    clones: dict[str, int] = {}
+    for name in top:
+        p = "/" + name
+        if name in SKIP_TOP or os.path.islink(p) or not os.path.isdir(p):
+            continue
+        if os.stat(p).st_mode & 0o001:
+            clones[p] = clone_tree(p)
+    clones["/sys"] = clone_tree("/sys")
+    needed = {}  # host paths under a directory others may not traverse
+    for p in cfg["needed"]:
+        parts = p.strip("/").split("/")
+        for i in range(1, len(parts)):
+            anc = "/" + "/".join(parts[:i])
+            if not os.stat(anc).st_mode & 0o001 and os.path.isdir(p):
+                needed[p] = (anc, clone_tree(p))
+                break
+    store = clone_tree(cfg["store"])
+    devs = {d: clone_tree("/dev/" + d, readonly=False, recursive=False)
+            for d in ("null", "zero", "full", "random", "urandom", "tty") if os.path.exists("/dev/" + d)}
+    new = "/tmp"
+    mount("ceiling-root", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
+    for name in top:
+        p = "/" + name
+        if name in SKIP_TOP:
+            continue
+        if os.path.islink(p):
+            os.symlink(os.readlink(p), new + p)
+        elif os.path.isdir(p):
+            os.mkdir(new + p, 0o755)
+            if p in clones:
+                attach(clones.pop(p), new + p)
+    tmpfs_over: set[str] = set()
+    for p, (anc, fd) in sorted(needed.items()):
+        if anc.count("/") > 1 and anc not in tmpfs_over:
+            mount("ceiling-mask", new + anc, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+            tmpfs_over.add(anc)
+        os.makedirs(new + p, 0o755, exist_ok=True)
+        attach(fd, new + p)
+    for d in ("proc", "dev", "sys", "tmp", "run", "workspace", ".ceiling"):
+        os.mkdir(f"{new}/{d}", 0o700 if d == ".ceiling" else 0o755)
+    os.chmod(f"{new}/tmp", 0o1777)
+    attach(clones.pop("/sys"), f"{new}/sys")
+    mount("proc", f"{new}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("ceiling-run", f"{new}/run", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    mount("ceiling-dev", f"{new}/dev", "tmpfs", MS_NOSUID, "size=64k,mode=0755")
+    for d, fd in devs.items():
+        open(f"{new}/dev/{d}", "w").close()
+        attach(fd, f"{new}/dev/{d}")
+    for d, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                      ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new}/dev/{d}")
+    os.mkdir(f"{new}/dev/shm", 0o1777)
+    for d in ("state", "layers", "old"):
+        os.mkdir(f"{new}/.ceiling/{d}", 0o700)
+    attach(store, f"{new}/.ceiling/layers")
+    for fd in clones.values():
+        os.close(fd)
+    _check(libc.syscall(SYS["pivot_root"], new.encode(), f"{new}/.ceiling/old".encode()),
+           "pivot_root")
+    os.chdir("/")
+    umount("/.ceiling/old")
+    os.rmdir("/.ceiling/old")
+    mount_state(cfg)
+    mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def kill_all() -> None:
+    """SIGKILL every process of the namespace but PID 1 and reap them all."""
+    for _ in range(1000):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def drop_sysv_ipc() -> None:
+    for kind, ctl in (("shm", libc.shmctl), ("msg", libc.msgctl), ("sem", libc.semctl)):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            ident = int(line.split()[1])
+            if kind == "sem":
+                ctl(ident, 0, IPC_RMID, None)
+            else:
+                ctl(ident, IPC_RMID, None)
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process whose session is ``sid`` (a command's whole tree)."""
+    for _ in range(100):
+        found = False
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == 1:
+                continue
+            try:
+                with open(f"/proc/{d}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != b"Z":
+                found = True
+                try:
+                    os.kill(int(d), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if not found:
+            return
+
+
+def run_child(cfg: dict, req: dict, fds: list[int]) -> None:
+    """In the forked child: become the unprivileged sandbox user and execve (never returns)."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGINT):
+            signal.signal(s, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        os.setsid()
+        for i, fd in enumerate(fds):
+            os.dup2(fd, 100 + i, inheritable=False)
+        for i in range(3):
+            os.dup2(100 + i, i, inheritable=True)
+        os.closerange(3, 4096)
+        for name, value in cfg["rlimits"].items():
+            res = getattr(resource, name)
+            resource.setrlimit(res, (value, value))
+        with open("/proc/self/oom_score_adj", "w") as f:  # the OOM killer spares PID 1
+            f.write("1000")
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        os.setgroups([])
+        os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
+        os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+        os.umask(0o022)
+        try:
+            os.chdir(req["cwd"])
+        except OSError as e:
+            os.write(2, f"sandbox: cannot enter {req['cwd']}: {e.strerror}\n".encode())
+            os._exit(126)
+        env = req["env"]
+        try:
+            os.execvpe(req["argv"][0], req["argv"], env)
+        except OSError as e:
+            os.write(2, f"sandbox: {req['argv'][0]}: {e.strerror}\n".encode())
+            os._exit(127 if e.errno == errno.ENOENT else 126)
+    except BaseException as e:  # never return into the holder's loop
+        try:
+            os.write(2, f"sandbox: cannot start command: {e}\n".encode())
+        finally:
+            os._exit(126)
+
+
+ALLOWED = ("/workspace", "/tmp")
+
+
+def _inside(real: str) -> bool:
+    return any(real == r or real.startswith(r + "/") for r in ALLOWED)
+
+
+def file_op(cfg: dict, req: dict, fds: list[int]) -> dict:
+    """read/write as the sandbox user, refusing anything that resolves outside ALLOWED."""
+    path = req["path"]
+    if not _inside(os.path.normpath(path)):
+        return {"errno": errno.EPERM, "msg": "outside /workspace and /tmp"}
+    os.setresgid(-1, cfg["gid"], -1)
+    os.setresuid(-1, cfg["uid"], -1)
+    try:
+        real = os.path.realpath(path)
+        if not _inside(real):
+            return {"errno": errno.EPERM, "msg": "resolves outside /workspace and /tmp"}
+        if req["op"] == "read":
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        else:
+            os.makedirs(os.path.dirname(real), exist_ok=True)
+            if not _inside(os.path.realpath(os.path.dirname(real))):
+                return {"errno": errno.EPERM, "msg": "resolves outside /workspace and /tmp"}
+            fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o644)
+        try:
+            if not _inside(os.readlink(f"/proc/self/fd/{fd}")):
+                return {"errno": errno.EPERM, "msg": "resolves outside /workspace and /tmp"}
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                return {"errno": errno.EISDIR, "msg": "is a directory"}
+            if not stat.S_ISREG(st.st_mode):
+                return {"errno": errno.EPERM, "msg": "not a regular file"}
+            src, dst = (fd, fds[0]) if req["op"] == "read" else (fds[0], fd)
+            os.lseek(src, 0, 0)
+            while True:
+                n = os.sendfile(dst, src, None, 1 << 20)
+                if n == 0:
+                    break
+            if req["op"] == "write" and req.get("mode") is not None:
+                os.fchmod(fd, req["mode"])
+        finally:
+            os.close(fd)
+        return {"errno": 0}
+    except OSError as e:
+        return {"errno": e.errno or errno.EIO, "msg": e.strerror or str(e)}
+    finally:
+        os.setresuid(-1, 0, -1)
+        os.setresgid(-1, 0, -1)
+
+
+def serve(sock: socket.socket, cfg: dict) -> None:
+    rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wfd)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    running: dict[int, str] = {}  # ns pid -> request id
+    by_id: dict[str, int] = {}
+
+    def send(obj: dict) -> None:
+        sock.send(json.dumps(obj).encode())
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            rid = running.pop(pid, None)
+            if rid is not None:
+                by_id.pop(rid, None)
+                send({"id": rid, "status": status})
+
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    poller.register(rfd, select.POLLIN)
+    while True:
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        for fd, _ in events:
+            if fd == rfd:
+                try:
+                    while os.read(rfd, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                reap()
+                continue
+            try:
+                msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
+            except InterruptedError:
+                continue
+            if not msg:
+                os._exit(0)
+            req = json.loads(msg)
+            op = req["op"]
+            if op == "exec":
+                try:
+                    pid = os.fork()
+                except OSError as e:
+                    send({"id": req["id"], "error": f"cannot start command: {e.strerror}"})
+                else:
+                    if pid == 0:
+                        run_child(cfg, req, fds)
+                    running[pid] = req["id"]
+                    by_id[req["id"]] = pid
+            elif op == "kill":
+                pid = by_id.get(req["id"])
+                if pid is not None:
+                    kill_session(pid)
+            elif op in ("read", "write"):
+                send({"id": req["id"], **file_op(cfg, req, fds)})
+            elif op == "reset":
+                kill_all()
+                running.clear()
+                by_id.clear()
+                drop_sysv_ipc()
+                try:
+                    unmount_state()
+                    if req.get("lowers") is not None:
+                        cfg["lowers"] = req["lowers"]
+                    mount_state(cfg)
+                    send({"id": req["id"], "ok": True})
+                except OSError as e:
+                    send({"id": req["id"], "ok": False, "msg": str(e)})
+            for fd in fds:
+                os.close(fd)
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    cfg = json.loads(sys.argv[2])
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
+           "unshare")
+    pid = os.fork()
+    if pid:
+        sock.close()
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_NAME, b"ceiling-init", 0, 0, 0)
+    os.setgroups([])
+    try:
+        host_pid = int(os.readlink("/proc/self"))  # the host's /proc still shows host pids
+        libc.sethostname(b"sandbox", 7)
+        lo_up()
+        build_root(cfg)
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        line = f" (holder line {tb.tb_lineno})" if tb is not None else ""
+        sock.send(json.dumps({"ready": False, "msg": f"{type(e).__name__}: {e}{line}"}).encode())
+        os._exit(1)
+    sock.send(json.dumps({"ready": True, "host_pid": host_pid}).encode())
+    serve(sock, cfg)
+
+
+if __name__ == "__main__":
+    main()

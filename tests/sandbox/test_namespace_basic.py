@@ -1,0 +1,97 @@
+"""The namespace backend's contract: exec, files, reset, checkpoint, fork, close."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from ceiling.sandbox import ExecResult, Sandbox
+
+
+def test_exec_runs_in_workspace_as_unprivileged_user(sb: Sandbox) -> None:
+    r = sb.exec("pwd; id -u; cat a.txt; echo $WORKSPACE")
+    assert r == ExecResult(0, "/workspace\n61000\nhello\n/workspace\n", "", r.duration_s)
+
+
+def test_exec_argv_stdin_env_cwd(sb: Sandbox) -> None:
+    assert sb.exec(["cat"], stdin=b"in").stdout == "in"
+    assert sb.exec("echo $X", env={"X": "y"}).stdout == "y\n"
+    assert sb.exec("pwd", cwd="src").stdout == "/workspace/src\n"
+    r = sb.exec("no-such-cmd")
+    assert r.exit_code == 127 and "not found" in r.stderr
+
+
+def test_host_python_and_pytest_work_inside(sb: Sandbox) -> None:
+    sb.write("test_x.py", b"def test_ok():\n    assert 1\n")
+    r = sb.exec([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "1 passed" in r.stdout
+
+
+def test_timeout_kills_tree(sb: Sandbox) -> None:
+    r = sb.exec("sleep 30 & sleep 30", timeout=0.3)
+    assert r.timed_out and r.exit_code == -9
+    assert "sleep" not in sb.exec("ps -eo comm").stdout
+
+
+def test_background_process_survives_until_reset(sb: Sandbox) -> None:
+    sb.exec(f"{sys.executable} -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &")
+    r = sb.exec("for i in 1 2 3 4 5 6 7 8 9 10; do curl -sf http://127.0.0.1:8765/a.txt && break;"
+                " sleep 0.2; done")
+    assert r.stdout == "hello\n"
+    sb.reset()
+    assert "python" not in sb.exec("ps -eo comm").stdout
+
+
+def test_read_write_and_escapes(sb: Sandbox) -> None:
+    sb.write("new/dir/f.txt", b"data", mode=0o600)
+    assert sb.read("new/dir/f.txt") == b"data"
+    assert sb.read("/workspace/new/dir/f.txt") == b"data"
+    assert sb.exec("stat -c %a new/dir/f.txt").stdout == "600\n"
+    sb.write("/tmp/t", b"t")
+    assert sb.read("/tmp/t") == b"t"
+    with pytest.raises(FileNotFoundError):
+        sb.read("missing")
+    with pytest.raises(IsADirectoryError):
+        sb.read("src")
+    for bad in ("/etc/passwd", "../etc/passwd", "/workspace/../etc/hostname"):
+        with pytest.raises(PermissionError):
+            sb.read(bad)
+    sb.exec("ln -s /etc/passwd link; ln -s /etc escdir")
+    with pytest.raises(PermissionError):
+        sb.read("link")
+    with pytest.raises(PermissionError):
+        sb.write("escdir/x", b"x")
+    with pytest.raises(PermissionError):
+        sb.write("link", b"x")
+
+
+def test_reset_restores_initial_state(sb: Sandbox) -> None:
+    sb.exec("echo changed > a.txt; rm run.sh; mkdir d; touch d/x /tmp/y /dev/shm/z")
+    sb.reset()
+    r = sb.exec("cat a.txt; ls; find /tmp /dev/shm -mindepth 1 | wc -l")
+    assert r.stdout == "hello\na.txt\nrun.sh\nsrc\n0\n"
+
+
+def test_checkpoint_restore_fork(sb: Sandbox) -> None:
+    sb.exec("echo v2 > a.txt; rm run.sh; mkdir -p new && echo n > new/f")
+    lid = sb.checkpoint()
+    assert sb.checkpoint() == lid  # same content, same id
+    sb.reset()
+    assert sb.exec("cat a.txt").stdout == "hello\n"
+    sb.restore(lid)
+    assert sb.exec("cat a.txt new/f; ls").stdout == "v2\nn\na.txt\nnew\nsrc\n"
+    with sb.fork() as f:
+        f.exec("echo forked > a.txt")
+        assert f.exec("cat a.txt; ls").stdout == "forked\na.txt\nnew\nsrc\n"
+        assert sb.exec("cat a.txt").stdout == "v2\n"
+        f.reset()  # a fork's initial state is the state it was forked from
+        assert f.exec("cat a.txt").stdout == "v2\n"
+
+
+def test_host_path_shows_merged_workspace(sb: Sandbox) -> None:
+    sb.exec("echo z > z.txt")
+    root = sb.host_path()
+    assert (root / "z.txt").read_text() == "z\n"
+    assert (root / "a.txt").read_text() == "hello\n"
