@@ -34,7 +34,7 @@ def _run(store: Store, tmp: Path, name: str, outcomes: dict[str, list[str]], *,
 
 def test_key_covers_its_parts_and_ignores_the_sampling_seed() -> None:
     k1, p1 = comparability_key(["b", "a"], "h", {"temperature": 1.0, "seed": 1}, "1", "0.1")
-    k2, p2 = comparability_key(["a", "b"], "h", {"temperature": 1.0, "seed": 2}, "1", "0.1")
+    k2, _p2 = comparability_key(["a", "b"], "h", {"temperature": 1.0, "seed": 2}, "1", "0.1")
     assert k1 == k2 and p1["n_cards"] == 2
     k3, p3 = comparability_key(["a", "b"], "h2", {"temperature": 0.5}, "1", "0.1")
     assert k3 != k1 and differing_parts(p1, p3) == ["harness", "sampling"]

@@ -49,7 +49,7 @@ def _dom(url: str, tmp: Path) -> str:
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", f"--user-data-dir={tmp / 'chrome'}", "--virtual-time-budget=3000",
-         "--dump-dom", url], capture_output=True, text=True, timeout=90)
+         "--dump-dom", url], check=False, capture_output=True, text=True, timeout=90)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 

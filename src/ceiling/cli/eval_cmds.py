@@ -27,18 +27,18 @@ def _r(m: dict[str, Any] | None) -> str:
 def _print_summary(s: dict[str, Any]) -> None:
     lines = [
         f"run {s.get('name') or s['run_id']} (id {s['run_id']}, key {s['key']})",
-        f"  policy {s['policy']}  suite {s['suite']}  cards {s['cards']}  episodes "
-        f"{s['episodes']}  k {s['k']}",
+        (f"  policy {s['policy']}  suite {s['suite']}  cards {s['cards']}  episodes "
+        f"{s['episodes']}  k {s['k']}"),
         f"  pass@1 {_r(s['pass@1'])}   pass@{s['k']} {_r(s['pass@k'])}",
         "  outcomes " + ", ".join(f"{k} {v}" for k, v in s["outcomes"].items() if v),
         "  by horizon " + ", ".join(f"{k} {_r(v)}" for k, v in s["by_horizon"].items()),
         "  by type " + ", ".join(f"{k} {_r(v)}" for k, v in s["by_type"].items()),
-        f"  recovery {_r(s['recovery'])}   correct give-up "
+        (f"  recovery {_r(s['recovery'])}   correct give-up "
         f"{_r(s['boundary']['correct_giveup'])}   wrong give-up "
-        f"{_r(s['boundary']['wrong_giveup'])}",
+        f"{_r(s['boundary']['wrong_giveup'])}"),
         f"  held-out gap {_r(s['heldout_gap'])}",
-        f"  per episode: steps {_r(s['per_episode']['steps'])}, tokens "
-        f"{_r(s['per_episode']['tokens'])}, seconds {_r(s['per_episode']['seconds'])}",
+        (f"  per episode: steps {_r(s['per_episode']['steps'])}, tokens "
+        f"{_r(s['per_episode']['tokens'])}, seconds {_r(s['per_episode']['seconds'])}"),
         f"  intervals: 95% {s['bootstrap']['method']}, {s['bootstrap']['resamples']} resamples",
     ]
     sys.stdout.write("\n".join(lines) + "\n")

@@ -47,7 +47,7 @@ def _metric_names(a: list[CardStats], b: list[CardStats], k: int) -> list[str]:
 
 def _paired(a: list[CardStats], b: list[CardStats], name: str, *, seed: int, resamples: int,
             level: float) -> dict[str, Any]:
-    kw = {"seed": seed, "resamples": resamples, "level": level}
+    kw: dict[str, Any] = {"seed": seed, "resamples": resamples, "level": level}
     empty = {"a": None, "b": None, "delta": None, "ci": None, "n_cards": 0}
     if name == "heldout_gap":
         tra, hoa, ra = gap_stat(a)
@@ -201,4 +201,4 @@ def gate(store: Store, baseline: str, candidate: str, *, max_drop: float = 0.02,
                       checks=checks, comparison=cmp)
 
 
-__all__ = ["GateResult", "LOWER_IS_BETTER", "compare", "compare_records", "gate"]
+__all__ = ["LOWER_IS_BETTER", "GateResult", "compare", "compare_records", "gate"]

@@ -243,7 +243,7 @@ def summarize_cards(cards: list[CardStats], *, k: int | None = None, seed: int =
     if k > drawn:
         raise ValueError(f"pass@{k} needs at least {k} samples per card but the run drew "
                          f"{drawn}; rerun with -k {k} or ask for a smaller k")
-    kw = {"seed": seed, "resamples": resamples, "level": level}
+    kw: dict[str, Any] = {"seed": seed, "resamples": resamples, "level": level}
     outcomes = Counter[str]()
     for c in cards:
         outcomes.update(c.outcomes)
@@ -281,5 +281,13 @@ def summarize_cards(cards: list[CardStats], *, k: int | None = None, seed: int =
     }
 
 
-__all__ = ["CardStats", "OUTCOMES", "card_stats", "card_stats_from_rows", "gap_stat", "metric_arrays", "summarize",
-           "summarize_cards"]
+__all__ = [
+    "OUTCOMES",
+    "CardStats",
+    "card_stats",
+    "card_stats_from_rows",
+    "gap_stat",
+    "metric_arrays",
+    "summarize",
+    "summarize_cards",
+]

@@ -70,8 +70,8 @@ def _runs_section(runs: list[tuple[str, dict[str, Any]]]) -> str:
     for i, (label, s) in enumerate(runs):
         sw = f'<span class="swatch" style="background:{PALETTE[i % len(PALETTE)]}"></span>'
         rows.append([sw + escape(label), escape(str(s.get("policy", ""))),
-                     escape(str(s.get("suite", ""))), f"<code>{escape(str(s.get('key', '')))}"
-                     "</code>", str(s.get("cards", "")), str(s.get("episodes", "")),
+                     escape(str(s.get("suite", ""))), (f"<code>{escape(str(s.get('key', '')))}"
+                     "</code>"), str(s.get("cards", "")), str(s.get("episodes", "")),
                      str(s.get("k", "")), _fmt_rate(s.get("pass@1")),
                      _fmt_rate(s.get("pass@k")), str(s.get("infra_errors", 0))])
     return _table(["run", "policy", "suite", "key", "cards", "episodes", "k", "pass@1 [95% CI]",
@@ -198,12 +198,12 @@ def render_report(runs: Sequence[RunRecord | Mapping[str, Any]], *,
     boot = next((s.get("bootstrap") for _, s in rs if s.get("bootstrap")), None)
     note = (f"Intervals: {boot['method']}, {boot['resamples']} resamples, seed {boot['seed']}, "
             f"level {boot['level']:.0%}." if boot else "")
-    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-             f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{escape(title)}</h1><p class=note>ceiling {escape(__version__)}, "
+    parts = [(f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+             f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"),
+             (f"<h1>{escape(title)}</h1><p class=note>ceiling {escape(__version__)}, "
              f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}. An episode passes when it is "
              f"solved or a correct abstention; infra errors are left out of every rate. "
-             f"{escape(note)}</p>"]
+             f"{escape(note)}</p>")]
     if rs:
         parts += ["<h2>Runs</h2>", _runs_section(rs), _charts(rs), _outcomes(rs)]
     else:
