@@ -18,6 +18,11 @@ TREE = {"a.txt": FileEntry.text("hello\n"), "src/app.py": FileEntry.text("print(
 
 
 @pytest.fixture
+def tree() -> dict[str, FileEntry]:
+    return dict(TREE)
+
+
+@pytest.fixture
 def sb() -> Iterator[Sandbox]:
     if namespaces_available() is not None:
         pytest.skip(f"namespace backend unavailable: {namespaces_available()}")
