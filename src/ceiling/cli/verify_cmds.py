@@ -1,0 +1,164 @@
+"""``ceiling envs validate``, ``ceiling redteam``, ``ceiling bench env``: check that
+environments reward only real solutions (see docs/verifier.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+from .._errors import ConfigError
+from ._app import app, bench_app, envs_app
+
+Backend = Annotated[str, typer.Option("--backend", help="sandbox backend: namespace | local "
+                                      "(local has no isolation)")]
+
+
+def _emit(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+@contextmanager
+def _progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(label, total=total)
+        yield lambda n: prog.advance(task, n)
+
+
+def _check_backend(backend: str) -> None:
+    from ..sandbox import BACKENDS
+
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}", where="--backend",
+                          fix=f"use one of {list(BACKENDS)}")
+
+
+@envs_app.command("validate")
+def validate_cmd(
+    target: Annotated[str, typer.Argument(help="a family, a template id or a card folder")],
+    n: Annotated[int, typer.Option("--n", min=1, help="cards to generate (ignored for a "
+                                   "folder)")] = 20,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="oracle runs per card "
+                                         "(flakiness check)")] = 2,
+    exploits: Annotated[int, typer.Option("--exploits", min=0, help="exploits per card, "
+                                          "rotating through the corpus")] = 1,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
+    backend: Backend = "namespace",
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Oracle solves every card, null solves none, exploits earn <= 0, oracle is stable.
+
+    Flaky cards are added to $CEILING_HOME/quarantine.json. Exits 1 when a check fails.
+
+    Example: ceiling envs validate terminal_ops --n 200 --json
+    """
+    from ..sandbox import ceiling_home
+    from ..verify._validate import cards_for, validate
+
+    _check_backend(backend)
+    cards = cards_for(target, n)
+    total = len(cards) * (repeats + 1 + exploits)
+    with _progress(total, f"validate {target}") as adv:
+        rep = validate(cards, backend=backend, repeats=repeats, exploits_per_card=exploits,
+                       workers=workers, progress=adv,
+                       quarantine=ceiling_home() / "quarantine.json")
+    rep["target"] = target
+    if as_json:
+        _emit(rep)
+    else:
+        c = rep["cards"]
+        lines = [f"validate {target}: {c} cards on backend {backend} ({rep['seconds']} s)",
+                 f"  oracle solved {rep['oracle_solved']}/{c}",
+                 f"  null solved   {rep['null_solved']}/{c}",
+                 (f"  exploit max reward {rep['exploit_max_reward']} over "
+                 f"{rep['exploit_runs']} runs"),
+                 f"  flaky {len(rep['flaky'])}  infra errors {len(rep['infra_errors'])}"]
+        lines += [f"  ! {f['card']} {f['plan']}: {f['outcome']} {f['reward']} "
+                  f"{'; '.join(f['evidence'][:2])[:200]}" for f in rep["failures"][:15]]
+        lines += [f"  ! infra {i['card']}: {'; '.join(i['evidence'])[:200]}"
+                  for i in rep["infra_errors"][:10]]
+        lines.append("  OK" if rep["ok"] else "  FAILED")
+        sys.stdout.write("\n".join(lines) + "\n")
+    if not rep["ok"]:
+        raise typer.Exit(1)
+
+
+@app.command("redteam")
+def redteam_cmd(
+    family: Annotated[str | None, typer.Option("--family", help="one family (default: all "
+                                               "registered families)")] = None,
+    n: Annotated[int, typer.Option("--n", min=1, help="cards per template")] = 1,
+    exploit: Annotated[list[str] | None, typer.Option("--exploit", help="run only this "
+                                                      "exploit (repeatable)")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
+    backend: Backend = "namespace",
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Run every exploit against generated cards; print hack success per exploit.
+
+    Cards: n per template (variants rotate train, heldout, fault, infeasible). Exits 1 when
+    any exploit earns a positive reward.
+
+    Example: ceiling redteam --family terminal_ops --json
+    """
+    from ..envs import templates
+    from ..verify._validate import cards_for, redteam
+
+    _check_backend(backend)
+    tmpls = templates(family)
+    cards = [c for t in tmpls for c in cards_for(t.template_id(), n)]
+    from ..verify.exploits import EXPLOITS
+
+    total = len(cards) * len(exploit or EXPLOITS)
+    with _progress(total, "redteam") as adv:
+        rep = redteam(cards, backend=backend, workers=workers, exploits=exploit, progress=adv)
+    rep["families"] = sorted({t.family for t in tmpls})
+    if as_json:
+        _emit(rep)
+    else:
+        out = [(f"redteam: {rep['cards']} cards x {len(rep['exploits'])} exploits, families "
+               f"{', '.join(rep['families'])}, backend {backend} ({rep['seconds']} s)"),
+               f"  {'exploit':24} {'runs':>5} {'positive':>8} {'max':>7}  outcomes"]
+        for name, row in rep["exploits"].items():
+            mx = "-" if row["max_reward"] is None else f"{row['max_reward']:.2f}"
+            oc = ", ".join(f"{k} {v}" for k, v in sorted(row["outcomes"].items()))
+            out.append(f"  {name:24} {row['runs']:>5} {row['positive']:>8} {mx:>7}  {oc}")
+        out.append(f"  positive total: {rep['positive_total']}")
+        out += [f"  ! {p['plan']} on {p['card']}: {p['reward']}" for p in rep["positives"][:10]]
+        sys.stdout.write("\n".join(out) + "\n")
+    if rep["positive_total"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("env")
+def bench_env_cmd(
+    family: Annotated[str | None, typer.Option("--family", help="family to draw cards from "
+                                               "(default: terminal_ops)")] = None,
+    n: Annotated[int, typer.Option("--n", min=1, help="episodes")] = 12,
+    backend: Backend = "namespace",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Oracle episodes/s, verifier seconds per episode, and the verifier's overhead as a
+    ratio to the bare pytest run it wraps (both measured in this run).
+
+    Example: ceiling bench env --json
+    """
+    from ..verify._bench import bench_env
+    from ..verify._validate import cards_for
+
+    _check_backend(backend)
+    cards = cards_for(family or "terminal_ops", n, variants=["train", "heldout"])
+    rep = bench_env(cards, backend=backend)
+    if as_json:
+        _emit(rep)
+    else:
+        sys.stdout.write("\n".join(f"{k}: {v}" for k, v in rep.items()) + "\n")

@@ -1,0 +1,102 @@
+"""``ceiling bench env``: oracle episodes per second and what the verifier costs.
+
+For each card the oracle plays one episode in a :class:`~ceiling.env.TaskEnv`; the
+verifier's own time is read from the verdict (``duration_s``). Next to it, the *bare* test
+run the verifier wraps is timed on the same final state: ``python -m pytest -q`` on the
+hidden tests with WORKSPACE set, no isolation flags, no canaries, no scans, no fork (for
+``runner="sandbox"`` cards it runs inside the episode's sandbox, for ``files`` cards on the
+host). ``verifier_overhead_ratio`` = mean verifier seconds / mean bare seconds, both
+measured in the same run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..cards import TaskCard, write_tree
+from ._plans import oracle_plan
+from ._verdict import Verdict
+from ._verifier import Verifier
+
+
+class _TimingVerifier(Verifier):
+    """Runs the real verifier, then the bare pytest on the same (unfrozen) state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bare: list[float] = []
+
+    def verify(self, card: TaskCard, sandbox: Any, **kw: Any) -> Verdict:
+        v = super().verify(card, sandbox, **kw)
+        if card.feasible and kw.get("ended") == "submit":
+            self.bare.append(bare_pytest(card, sandbox))
+        return v
+
+
+def bare_pytest(card: TaskCard, sandbox: Any) -> float:
+    """Seconds of a plain ``python -m pytest -q`` of the hidden tests on the current state."""
+    root = Path(tempfile.mkdtemp(prefix="ceiling-bare-"))
+    try:
+        if card.acceptance.runner == "files" or sandbox.backend == "local":
+            write_tree(card.tests, root)
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            str(root)], check=False, capture_output=True, cwd=root, timeout=120,
+                           env={"WORKSPACE": str(sandbox.host_path()), "PATH": "/usr/bin:/bin"})
+            return time.perf_counter() - t0
+        for rel, e in card.tests.items():
+            sandbox.write(f"/tmp/bare-tests/{rel}", e.data)
+        t0 = time.perf_counter()
+        sandbox.exec([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                      "/tmp/bare-tests"], timeout=120)
+        return time.perf_counter() - t0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def bench_env(cards: Sequence[TaskCard], *, backend: str = "namespace") -> dict[str, Any]:
+    """Play the oracle once per card and report throughput and verifier overhead."""
+    from ..env import TaskEnv
+
+    plan = oracle_plan()
+    verifier = _TimingVerifier()
+    verify_s, episode_s, outcomes = [], [], {}
+    t_all = time.perf_counter()
+    for card in cards:
+        t0 = time.perf_counter()
+        env = TaskEnv(card, backend=backend, verifier=verifier)
+        try:
+            env.reset(seed=0)
+            done, info = False, {}
+            while not done:
+                _o, _r, term, trunc, info = env.step(plan.next_action(card, env.history))
+                done = term or trunc
+        finally:
+            env.close()
+        v: Verdict = info["verdict"]
+        episode_s.append(time.perf_counter() - t0)
+        verify_s.append(v.duration_s)
+        outcomes[v.outcome.value] = outcomes.get(v.outcome.value, 0) + 1
+    wall = time.perf_counter() - t_all
+    graded = [s for s in verify_s if s > 0]
+    mean_v = statistics.fmean(verify_s) if verify_s else 0.0
+    mean_bare = statistics.fmean(verifier.bare) if verifier.bare else None
+    return {
+        "backend": backend, "episodes": len(cards), "policy": "scripted:oracle",
+        "episodes_per_s": round(len(cards) / wall, 3) if wall else None,
+        "episode_s_p50": round(statistics.median(episode_s), 4) if episode_s else None,
+        "verifier_s_mean": round(mean_v, 4),
+        "verifier_s_p50": round(statistics.median(graded), 4) if graded else None,
+        "bare_pytest_s_mean": round(mean_bare, 4) if mean_bare is not None else None,
+        "bare_runs": len(verifier.bare),
+        "verifier_overhead_ratio": round(mean_v / mean_bare, 3) if mean_bare else None,
+        "outcomes": outcomes, "wall_s": round(wall, 2),
+    }

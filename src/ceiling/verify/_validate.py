@@ -1,0 +1,213 @@
+"""Validation and red-teaming: run scripted plans through real episodes.
+
+- :func:`run_plan` plays one plan on one card in a :class:`~ceiling.env.TaskEnv`.
+- :func:`validate` checks a set of cards: the oracle passes every card (``repeats`` times:
+  a card whose oracle result changes is *flaky* and quarantined), the null plan passes
+  none, exploits earn at most 0 (each card gets ``exploits_per_card`` exploits, rotating
+  through the corpus so every exploit runs on many cards), and cards whose grader cannot
+  run are reported as ``infra_error``.
+- :func:`redteam` runs every exploit on every card and tallies positive rewards.
+
+Cards for a family or template are enumerated round-robin over templates, variants
+(train, heldout, fault, infeasible) and difficulties, with seed = index (:func:`cards_for`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigError
+from ..cards import TaskCard
+from ._plans import Plan, null_plan, oracle_plan
+from ._verdict import Outcome, RewardSpec, Verdict
+
+Progress = Callable[[int], None]
+
+
+def run_plan(card: TaskCard, plan: Plan, *, backend: str = "namespace",
+             spec: RewardSpec | None = None) -> tuple[Verdict, int]:
+    """Play ``plan`` on ``card`` until the episode ends; return the verdict and the steps.
+    A sandbox that cannot start yields an ``infra_error`` verdict."""
+    from ..env import TaskEnv
+
+    env = TaskEnv(card, backend=backend, reward_spec=spec)
+    try:
+        try:
+            env.reset(seed=0)
+        except Exception as e:  # noqa: BLE001 - infrastructure, reported not raised
+            return Verdict(outcome=Outcome.INFRA_ERROR, reward=0.0,
+                           evidence=[f"reset failed: {type(e).__name__}: {e}"]), 0
+        for _ in range(card.budget.max_steps + 1):
+            action = plan.next_action(card, list(env.history))
+            _obs, _r, term, trunc, info = env.step(action)
+            if term or trunc:
+                return info["verdict"], env.steps
+        return Verdict(outcome=Outcome.INFRA_ERROR, reward=0.0,
+                       evidence=["episode did not end within its step budget"]), env.steps
+    finally:
+        env.close()
+
+
+def cards_for(target: str, n: int, *, variants: Sequence[str] | None = None) -> list[TaskCard]:
+    """``n`` cards for a card folder, a template id or a family name (see module doc)."""
+    from ..cards import load_card
+    from ..envs import VARIANTS, get_template, make, templates
+
+    if Path(target).exists():
+        return [load_card(target)]
+    if "/" in target:
+        tmpls = [get_template(target)]
+    else:
+        tmpls = templates(target)
+    vs = list(variants or VARIANTS)
+    out = []
+    for i in range(n):
+        t = tmpls[i % len(tmpls)]
+        v = vs[(i // len(tmpls)) % len(vs)]
+        d = t.difficulties[(i // (len(tmpls) * len(vs))) % len(t.difficulties)]
+        out.append(make(t.template_id(), seed=i, difficulty=d, variant=v))
+    return out
+
+
+def all_family_names() -> list[str]:
+    from ..envs import templates
+
+    return sorted({t.family for t in templates()})
+
+
+@dataclass
+class Run:
+    card: str
+    plan: str
+    outcome: str
+    reward: float
+    evidence: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"card": self.card, "plan": self.plan, "outcome": self.outcome,
+                "reward": round(self.reward, 4), "evidence": self.evidence[:5]}
+
+
+def _play(card: TaskCard, plan: Plan, backend: str, spec: RewardSpec | None) -> Run:
+    v, _ = run_plan(card, plan, backend=backend, spec=spec)
+    ev = v.evidence + [f"{t.id}: {t.status} {t.message[-160:]}" for t in v.tests
+                       if t.status != "passed"][:3]
+    return Run(card.id, plan.name, v.outcome.value, v.reward, ev)
+
+
+def _pool_map(fn: Callable[[Any], Run], jobs: list[Any], workers: int,
+              progress: Progress | None) -> list[Run]:
+    out: list[Run] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
+        for r in ex.map(fn, jobs):
+            out.append(r)
+            if progress:
+                progress(1)
+    return out
+
+
+def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: int = 2,
+             exploits_per_card: int = 1, workers: int = 2, spec: RewardSpec | None = None,
+             progress: Progress | None = None, quarantine: Path | None = None) -> dict[str, Any]:
+    """Validate ``cards``; returns the JSON-ready report (keys documented in the CLI)."""
+    from .exploits import EXPLOITS
+
+    if repeats < 1:
+        raise ConfigError("repeats must be at least 1", fix="pass --repeats 1 or more")
+    t0 = time.perf_counter()
+    names = sorted(EXPLOITS)
+    jobs: list[tuple[TaskCard, Plan]] = []
+    k = 0
+    for card in cards:
+        jobs += [(card, oracle_plan())] * repeats + [(card, null_plan())]
+        for _ in range(exploits_per_card):
+            for _try in range(len(names)):
+                p = EXPLOITS[names[k % len(names)]]
+                k += 1
+                if card.feasible or not p.feasible_only:
+                    jobs.append((card, p))
+                    break
+    runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress)
+    by_card: dict[str, list[Run]] = {}
+    for r in runs:
+        by_card.setdefault(r.card, []).append(r)
+    oracle_ok = null_ok = 0
+    flaky, infra, failures = [], [], []
+    exploit_max = None
+    for card in cards:
+        rs = by_card.get(card.id, [])
+        orc = [r for r in rs if r.plan == "oracle"]
+        nul = [r for r in rs if r.plan == "null"]
+        exp = [r for r in rs if r.plan not in ("oracle", "null")]
+        passed = [Outcome(r.outcome).passed for r in orc]
+        if any(r.outcome == "infra_error" for r in rs if r.plan in ("oracle", "null")):
+            infra.append({"card": card.id, "evidence": next(
+                r.evidence for r in rs if r.outcome == "infra_error")[:3]})
+        if len(set(passed)) > 1:
+            flaky.append(card.id)
+        if all(passed):
+            oracle_ok += 1
+        else:
+            failures += [r.as_dict() for r in orc if not Outcome(r.outcome).passed][:1]
+        if any(Outcome(r.outcome).passed for r in nul):
+            null_ok += 1
+            failures += [r.as_dict() for r in nul]
+        for r in exp:
+            exploit_max = r.reward if exploit_max is None else max(exploit_max, r.reward)
+            if r.reward > 0:
+                failures.append(r.as_dict())
+    if quarantine is not None and flaky:
+        _quarantine(quarantine, flaky)
+    return {"cards": len(cards), "oracle_solved": oracle_ok, "null_solved": null_ok,
+            "exploit_max_reward": exploit_max, "flaky": flaky, "infra_errors": infra,
+            "exploit_runs": sum(1 for r in runs if r.plan not in ("oracle", "null")),
+            "failures": failures[:50], "backend": backend, "repeats": repeats,
+            "seconds": round(time.perf_counter() - t0, 2),
+            "ok": oracle_ok == len(cards) and null_ok == 0 and not flaky
+            and (exploit_max is None or exploit_max <= 0)}
+
+
+def _quarantine(path: Path, ids: Iterable[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = set(json.loads(path.read_text())) if path.exists() else set()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(sorted(old | set(ids)), indent=1))
+    tmp.replace(path)
+
+
+def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: int = 2,
+            exploits: Sequence[str] | None = None, spec: RewardSpec | None = None,
+            progress: Progress | None = None) -> dict[str, Any]:
+    """Every exploit on every card: ``{"exploits": {NAME: {"runs", "positive",
+    "max_reward", "outcomes"}}, "positive_total", "cards", ...}``."""
+    from .exploits import EXPLOITS
+
+    names = list(exploits or EXPLOITS)
+    for n in names:
+        if n not in EXPLOITS:
+            raise ConfigError(f"unknown exploit {n!r}", fix=f"use one of {sorted(EXPLOITS)}")
+    t0 = time.perf_counter()
+    jobs = [(c, EXPLOITS[n]) for n in names for c in cards
+            if c.feasible or not EXPLOITS[n].feasible_only]
+    runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress)
+    table: dict[str, dict[str, Any]] = {
+        n: {"runs": 0, "positive": 0, "max_reward": None, "outcomes": {}} for n in names}
+    positives = []
+    for r in runs:
+        row = table[r.plan]
+        row["runs"] += 1
+        row["positive"] += int(r.reward > 0)
+        row["max_reward"] = r.reward if row["max_reward"] is None else max(row["max_reward"],
+                                                                            r.reward)
+        row["outcomes"][r.outcome] = row["outcomes"].get(r.outcome, 0) + 1
+        if r.reward > 0:
+            positives.append(r.as_dict())
+    return {"exploits": table, "positive_total": sum(t["positive"] for t in table.values()),
+            "cards": len(cards), "runs": len(runs), "positives": positives[:50],
+            "backend": backend, "seconds": round(time.perf_counter() - t0, 2)}
