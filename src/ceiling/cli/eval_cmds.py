@@ -62,7 +62,9 @@ def eval_cmd(
                                          "local")] = "namespace",
     workers: Annotated[int, typer.Option("--workers", help="environment worker threads")] = 4,
     harness_format: Annotated[str | None, typer.Option(
-        "--format", help="harness format: line | json (default: the harness default)")] = None,
+        "--harness-format", "--format",
+        help="harness format: line | json (default: json; line for a model without a chat "
+             "template)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Evaluate a policy on a suite and store the run.

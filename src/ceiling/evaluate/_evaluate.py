@@ -6,6 +6,7 @@ trajectories they already have); ``run_eval`` adds the suite and the rollout run
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,8 +59,8 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
     """Evaluate ``policy`` (a spec string) on ``suite`` with ``k`` samples per card and store
     the run. Trajectories go to ``$CEILING_HOME/runs/<run id>/trajectories.jsonl``."""
     from ..harness import HarnessConfig
-    from ..policies import SamplingParams, load_policy
-    from ..rollout import run_episodes
+    from ..policies import SamplingParams, load_policy, policy_tokenizer
+    from ..rollout import run_episodes  # type: ignore[attr-defined]
 
     if k < 1:
         raise ConfigError(f"-k {k} asks for no sample", where="-k", fix="use -k 1 or more")
@@ -69,10 +70,10 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
                           fix="choose another --name, or omit it to get a fresh id")
     cards = cards if cards is not None else resolve_suite(suite, n, card_seed=card_seed)
     pol = load_policy(policy)
-    hkw: dict[str, Any] = {}
-    if harness_format is not None:
-        hkw["format"] = harness_format
-    harness = HarnessConfig(**hkw)
+    tok = policy_tokenizer(pol)
+    if harness_format is None and tok is not None and not getattr(tok, "chat_template", None):
+        harness_format = "line"  # a completion model without a chat template
+    harness = HarnessConfig(**({"format": harness_format} if harness_format else {}))
     skw: dict[str, Any] = {"seed": seed}
     if max_new_tokens is not None:
         skw["max_new_tokens"] = max_new_tokens
@@ -88,13 +89,15 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
         out.write_text("".join(t.to_json() + "\n" for t in trajs), encoding="utf-8")
     else:
         trajs = load_trajectories(out) or list(trajs)
-    import dataclasses
-
-    samp = dataclasses.asdict(sampling)
+    # the fingerprint the episodes recorded (covers the chat template); else our own
+    fps = sorted({t.harness_fingerprint for t in trajs if t.harness_fingerprint})
+    fingerprint = "+".join(fps) if fps else harness.fingerprint(tok)
+    recorded = next((t.sampling for t in trajs if t.sampling), None)
+    samp = dict(recorded) if recorded else dataclasses.asdict(sampling)
     samp["stop"] = list(samp.get("stop") or ())
     return record_run(trajs, policy=policy, suite=suite,
                       card_ids=[c.content_id() for c in cards],
-                      harness_fingerprint=harness.fingerprint(), sampling=samp,
+                      harness_fingerprint=fingerprint, sampling=samp,
                       trajectories_path=out, name=name, store=store, k=k, seed=seed,
                       run_id=rid)
 
