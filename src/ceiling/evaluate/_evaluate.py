@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .._errors import ConfigError
+from .._errors import CeilingError, ConfigError
 from ..cards import TaskCard
 from ..rollout._types import Trajectory
 from ..verify._verdict import Verdict
@@ -58,10 +58,6 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
              store: Store | None = None, cards: list[TaskCard] | None = None) -> RunRecord:
     """Evaluate ``policy`` (a spec string) on ``suite`` with ``k`` samples per card and store
     the run. Trajectories go to ``$CEILING_HOME/runs/<run id>/trajectories.jsonl``."""
-    from ..harness import HarnessConfig
-    from ..policies import SamplingParams, load_policy, policy_tokenizer
-    from ..rollout import run_episodes  # type: ignore[attr-defined]
-
     if k < 1:
         raise ConfigError(f"-k {k} asks for no sample", where="-k", fix="use -k 1 or more")
     store = store or Store()
@@ -69,6 +65,14 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
         raise ConfigError(f"a run named {name!r} already exists", where="--name",
                           fix="choose another --name, or omit it to get a fresh id")
     cards = cards if cards is not None else resolve_suite(suite, n, card_seed=card_seed)
+    from ..harness import HarnessConfig
+    from ..policies import SamplingParams, load_policy, policy_tokenizer
+
+    try:
+        from ..rollout import run_episodes  # type: ignore[attr-defined]
+    except ImportError:
+        raise CeilingError("this build has no rollout runner (ceiling.rollout.run_episodes)",
+                           fix="reinstall ceiling") from None
     pol = load_policy(policy)
     tok = policy_tokenizer(pol)
     if harness_format is None and tok is not None and not getattr(tok, "chat_template", None):
