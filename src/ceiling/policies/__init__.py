@@ -1,5 +1,12 @@
-"""Policies: scripted, hf (transformers + PEFT), openai (any compatible endpoint)."""
+"""Policies: scripted, hf (transformers + PEFT), openai (any compatible endpoint).
 
+``load_policy(spec)`` is the door: ``scripted:oracle``, ``hf:PATH[+ADAPTER]``,
+``openai:MODEL@URL``, ``builtin:tiny``. Every policy takes a batch of
+:class:`PolicyRequest` and returns one :class:`Generation` per request.
+"""
+
+from ._load import KINDS, load_policy, policy_tokenizer, resolve_builtin
 from ._types import Generation, Policy, PolicyRequest, SamplingParams
 
-__all__ = ["Generation", "Policy", "PolicyRequest", "SamplingParams"]
+__all__ = ["KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "load_policy",
+           "policy_tokenizer", "resolve_builtin"]

@@ -36,6 +36,7 @@ class Generation:
     prompt_token_ids: list[int] = field(default_factory=list)
     finish_reason: str = "stop"  # "stop" | "length" | "error"
     error: str | None = None  # set when the policy failed on this request (infra_error)
+    usage: dict[str, int] = field(default_factory=dict)  # token counts reported by an API
 
 
 @runtime_checkable

@@ -1,0 +1,217 @@
+"""The ``hf`` policy: a local Hugging Face causal LM (optional PEFT adapter), CPU or CUDA.
+
+Batched sampling with left padding and a KV cache, written out here rather than through
+``model.generate`` so the recorded log-probs are exactly those of the distribution sampled
+from: ``log_softmax(processed logits)`` where processing is ``logits / temperature`` then
+the top-p (nucleus) mask (tokens outside the nucleus get -inf, so the kept ones are
+renormalised). Temperature 0 is greedy and records the unprocessed model log-probs. A
+trainer that recomputes log-probs must apply the same processing.
+
+Replies stop at the tokenizer's EOS or at the first stop string; the returned
+``token_ids`` include the token that completed the stop string (or the EOS), the ``text``
+ends before the stop string. ``prompt_token_ids`` are the prompt's ids without padding.
+Line-format requests (``request.prompt`` set) are tokenized as raw text; chat requests go
+through the tokenizer's chat template.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._errors import PolicyError
+from ._types import Generation, PolicyRequest, SamplingParams
+
+
+def _check_model_dir(path: str | os.PathLike[str], what: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise PolicyError(f"{what} path {str(p)!r} does not exist", where=str(p),
+                          fix="point at a folder written by save_pretrained "
+                              "(config.json + weights)")
+    if not p.is_dir():
+        raise PolicyError(f"{what} path {str(p)!r} is not a folder", where=str(p),
+                          fix="point at the model folder, not a file inside it")
+    marker = "adapter_config.json" if what == "adapter" else "config.json"
+    if not (p / marker).is_file():
+        raise PolicyError(f"no {marker} in {str(p)!r}", where=str(p),
+                          fix=f"point at a {what} folder written by save_pretrained")
+    return p
+
+
+class HFPolicy:
+    """A transformers causal LM as a text policy. ``model`` and ``tokenizer`` are public
+    so a trainer can reuse them (the adapter, when given, is a trainable PeftModel)."""
+
+    def __init__(self, path: str | os.PathLike[str], adapter: str | os.PathLike[str] | None = None,
+                 *, device: str | None = None, dtype: str = "float32", spec: str | None = None,
+                 max_batch: int = 64, model: Any = None, tokenizer: Any = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.spec = spec or (f"hf:{path}+{adapter}" if adapter else f"hf:{path}")
+        self.max_batch = max_batch
+        if device in (None, "auto"):
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        elif device.startswith("cuda") and not torch.cuda.is_available():
+            raise PolicyError("a CUDA device was asked for but none is available",
+                              fix="drop --device or use --device cpu")
+        self.device = torch.device(device)
+        if model is None or tokenizer is None:
+            mpath = _check_model_dir(path, "model")
+            tdtype = getattr(torch, dtype, None)
+            if not isinstance(tdtype, torch.dtype):
+                raise PolicyError(f"unknown dtype {dtype!r}", fix="use float32, bfloat16 or float16")
+            tokenizer = AutoTokenizer.from_pretrained(str(mpath))
+            model = AutoModelForCausalLM.from_pretrained(str(mpath), dtype=tdtype)
+            if adapter is not None:
+                from peft import PeftModel
+
+                apath = _check_model_dir(adapter, "adapter")
+                model = PeftModel.from_pretrained(model, str(apath))
+        self.tokenizer = tokenizer
+        self.model = model.to(self.device)
+        self.model.eval()
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer.padding_side = "left"
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        params = inspect.signature(base.forward).parameters
+        # transformers 5.x renamed past_key_values -> cache (older models keep the old name)
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keep_kw = "logits_to_keep" in params
+
+    # -- rendering -----------------------------------------------------------------------
+    def render(self, req: PolicyRequest) -> tuple[str, bool]:
+        """The prompt text and whether the tokenizer should add special tokens."""
+        if req.prompt is not None:
+            return req.prompt, True
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise PolicyError("the tokenizer has no chat template, so it cannot render chat "
+                              "messages", fix="use the line format (--harness-format line)")
+        text = self.tokenizer.apply_chat_template(req.messages, tokenize=False,
+                                                  add_generation_prompt=True)
+        return str(text), False
+
+    def encode(self, req: PolicyRequest) -> list[int]:
+        text, special = self.render(req)
+        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    # -- generation ----------------------------------------------------------------------
+    def generate(self, requests: Sequence[PolicyRequest],
+                 sampling: SamplingParams) -> list[Generation]:
+        out: list[Generation | None] = [None] * len(requests)
+        encoded: list[tuple[int, list[int]]] = []
+        for i, req in enumerate(requests):
+            try:
+                encoded.append((i, self.encode(req)))
+            except Exception as e:  # noqa: BLE001 - becomes Generation(error=...)
+                out[i] = Generation(text="", finish_reason="error", error=str(e))
+        for start in range(0, len(encoded), self.max_batch):
+            chunk = encoded[start:start + self.max_batch]
+            gens = self._generate_ids([ids for _, ids in chunk], sampling)
+            for (i, _), g in zip(chunk, gens, strict=True):
+                out[i] = g
+        return [g if g is not None else Generation(text="", finish_reason="error",
+                                                   error="not generated") for g in out]
+
+    def _generate_ids(self, prompts: list[list[int]], sp: SamplingParams) -> list[Generation]:
+        import torch
+
+        tok = self.tokenizer
+        pad = int(tok.pad_token_id)
+        eos = tok.eos_token_id
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            if p:
+                ids[r, width - len(p):] = torch.tensor(p)
+                mask[r, width - len(p):] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(sp.seed if sp.seed is not None else int(torch.randint(0, 2**62, (1,))))
+        n = len(prompts)
+        new_ids: list[list[int]] = [[] for _ in range(n)]
+        new_lp: list[list[float]] = [[] for _ in range(n)]
+        reason = ["length"] * n
+        done = [False] * n
+        stop = [s for s in sp.stop if s]
+        with torch.inference_mode():
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            extra = {"logits_to_keep": 1} if self._keep_kw else {}
+            res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                             **extra)
+            past = _cache_of(res)
+            logits = res.logits[:, -1, :].float()
+            last_pos = pos[:, -1]
+            for _ in range(sp.max_new_tokens):
+                nxt, lp = self._sample(logits, sp, gen)
+                for r in range(n):
+                    if done[r]:
+                        continue
+                    t = int(nxt[r])
+                    new_ids[r].append(t)
+                    new_lp[r].append(float(lp[r]))
+                    if eos is not None and t == eos or stop and self._hit_stop(new_ids[r], stop):
+                        done[r], reason[r] = True, "stop"
+                if all(done):
+                    break
+                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=self.device)], 1)
+                last_pos = last_pos + 1
+                res = self.model(input_ids=nxt[:, None], attention_mask=mask,
+                                 position_ids=last_pos[:, None], use_cache=True,
+                                 **{self._cache_kw: past})
+                past = _cache_of(res)
+                logits = res.logits[:, -1, :].float()
+        gens = []
+        for r in range(n):
+            text = tok.decode(new_ids[r], skip_special_tokens=True)
+            for s in stop:
+                k = text.find(s)
+                if k != -1:
+                    text = text[:k]
+            gens.append(Generation(text=text, token_ids=new_ids[r], logprobs=new_lp[r],
+                                   prompt_token_ids=list(prompts[r]), finish_reason=reason[r]))
+        return gens
+
+    def _hit_stop(self, ids: list[int], stop: list[str]) -> bool:
+        tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=True)
+        return any(s in tail for s in stop)
+
+    @staticmethod
+    def _sample(logits: Any, sp: SamplingParams, gen: Any) -> tuple[Any, Any]:
+        """Process, sample and return (token ids, log-probs under the processed dist.)."""
+        import torch
+
+        if sp.temperature <= 0:
+            logp = torch.log_softmax(logits, -1)
+            nxt = logits.argmax(-1)
+            return nxt, logp.gather(-1, nxt[:, None])[:, 0]
+        z = logits / sp.temperature
+        if sp.top_p < 1.0:
+            z = top_p_mask(z, sp.top_p)
+        logp = torch.log_softmax(z, -1)
+        nxt = torch.multinomial(logp.exp(), 1, generator=gen)[:, 0]
+        return nxt, logp.gather(-1, nxt[:, None])[:, 0]
+
+
+def _cache_of(res: Any) -> Any:
+    cache = getattr(res, "cache", None)
+    return cache if cache is not None else getattr(res, "past_key_values", None)
+
+
+def top_p_mask(z: Any, top_p: float) -> Any:
+    """Set logits outside the smallest set whose probability reaches ``top_p`` to -inf
+    (the most likely token is always kept). Exposed so a trainer can reproduce it."""
+    import torch
+
+    sorted_z, idx = torch.sort(z, descending=True, dim=-1)
+    probs = torch.softmax(sorted_z, -1)
+    before = probs.cumsum(-1) - probs  # mass strictly before each token
+    drop_sorted = before >= top_p
+    drop = torch.zeros_like(drop_sorted).scatter(-1, idx, drop_sorted)
+    return z.masked_fill(drop, float("-inf"))
