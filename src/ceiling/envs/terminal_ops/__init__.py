@@ -10,9 +10,9 @@ Importing this package registers its templates. Two groups:
 See ``docs/environments.md`` for each template's task, variants and limits.
 """
 
-from . import _aggregate, _archive, _cleanup, _config, _demo, _perms, _rotate, _script
+from . import _aggregate, _archive, _cleanup, _config, _demo, _git, _perms, _rotate, _script
 from ._demo import DEMO_OPS, DEMO_TEMPLATES
 
 __all__ = ["DEMO_OPS", "DEMO_TEMPLATES"]
 
-del _aggregate, _archive, _cleanup, _config, _demo, _perms, _rotate, _script
+del _aggregate, _archive, _cleanup, _config, _demo, _git, _perms, _rotate, _script
