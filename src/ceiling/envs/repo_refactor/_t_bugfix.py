@@ -60,20 +60,19 @@ class FixBug(Template):
         results = call_all(correct, calls)
         # visible tests: the first case of every buggy function that exposes the bug,
         # plus one case of a few healthy functions
+        observed = call_all(buggy, calls)
         vis_calls, vis_res = [], []
-        for m, f, k in bugs:
-            for c in f.cases:
-                got = call_all(buggy, [(f"{repo.pkg}.{m}", f.name, c)])[0]
-                want = call_all(correct, [(f"{repo.pkg}.{m}", f.name, c)])[0]
-                if repr(got) != repr(want):
-                    vis_calls.append((f"{repo.pkg}.{m}", f.name, c))
+        buggy_names = {f.name for _, f, _ in bugs}
+        for name in sorted(buggy_names):
+            for call, got, want in zip(calls, observed, results):
+                if call[1] == name and repr(got) != repr(want):
+                    vis_calls.append(call)
                     vis_res.append(want)
                     break
-        buggy_names = {f.name for _, f, _ in bugs}
-        healthy = [(m, f) for m, f in repo.functions() if f.name not in buggy_names]
-        for m, f in healthy[:3]:
-            vis_calls.append((f"{repo.pkg}.{m}", f.name, f.cases[0]))
-            vis_res.append(call_all(correct, [vis_calls[-1]])[0])
+        healthy = [i for i, c in enumerate(calls) if c[1] not in buggy_names]
+        for i in healthy[:: max(1, len(healthy) // 3)][:3]:
+            vis_calls.append(calls[i])
+            vis_res.append(results[i])
         tname = f"tests/test_{repo.pkg}.py"
         visible = visible_test(repo.pkg, vis_calls, vis_res)
         infeasible = variant == "infeasible"
