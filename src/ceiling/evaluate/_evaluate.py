@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .._errors import CeilingError, ConfigError
+from .._errors import ConfigError
 from ..cards import TaskCard
 from ..rollout._types import Trajectory
 from ..verify._verdict import Verdict
 from ._metrics import summarize
-from ._store import RunRecord, Store, comparability_key, load_trajectories
+from ._store import RunRecord, Store, comparability_key
 from ._suite import resolve_suite
 
 
@@ -51,13 +51,36 @@ def record_run(trajectories: Sequence[Trajectory], *, policy: str, suite: str,
                          name=name, run_id=rid)
 
 
+def _run_dir(store: Store, rid: str, name: str | None, manifest: dict[str, Any]) -> Path:
+    """Where a run's trajectories go. A named run uses ``runs/name-<name>/``, so rerunning
+    an interrupted ``eval --name X`` resumes it (the runner skips finished episodes) — but
+    only with the same settings (``manifest``); otherwise it is an error."""
+    import json
+    import re
+
+    if name is None:
+        d = store.path.parent / "runs" / rid
+    else:
+        d = store.path.parent / "runs" / ("name-" + re.sub(r"[^A-Za-z0-9_.-]", "_", name))
+    d.mkdir(parents=True, exist_ok=True)
+    mpath = d / "run.json"
+    text = json.dumps(manifest, sort_keys=True, default=str)
+    if mpath.is_file() and mpath.read_text() != text and (d / "trajectories.jsonl").exists():
+        raise ConfigError(f"an interrupted run named {name!r} exists with other settings",
+                          where=str(d), fix="rerun it with the same options to resume, "
+                          "delete that folder, or choose another --name")
+    mpath.write_text(text)
+    return d
+
+
 def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
              name: str | None = None, seed: int = 0, card_seed: int = 0,
              backend: str = "namespace", workers: int = 4, harness_format: str | None = None,
              max_new_tokens: int | None = None, temperature: float | None = None,
              store: Store | None = None, cards: list[TaskCard] | None = None) -> RunRecord:
     """Evaluate ``policy`` (a spec string) on ``suite`` with ``k`` samples per card and store
-    the run. Trajectories go to ``$CEILING_HOME/runs/<run id>/trajectories.jsonl``."""
+    the run. Trajectories go to ``$CEILING_HOME/runs/<run id>/trajectories.jsonl``
+    (``runs/name-<name>/`` for a named run, which resumes if it was interrupted)."""
     if k < 1:
         raise ConfigError(f"-k {k} asks for no sample", where="-k", fix="use -k 1 or more")
     store = store or Store()
@@ -67,32 +90,30 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
     cards = cards if cards is not None else resolve_suite(suite, n, card_seed=card_seed)
     from ..harness import HarnessConfig
     from ..policies import SamplingParams, load_policy, policy_tokenizer
+    from ..rollout import run_episodes
 
-    try:
-        from ..rollout import run_episodes  # type: ignore[attr-defined]
-    except ImportError:
-        raise CeilingError("this build has no rollout runner (ceiling.rollout.run_episodes)",
-                           fix="reinstall ceiling") from None
     pol = load_policy(policy)
     tok = policy_tokenizer(pol)
     if harness_format is None and tok is not None and not getattr(tok, "chat_template", None):
         harness_format = "line"  # a completion model without a chat template
-    harness = HarnessConfig(**({"format": harness_format} if harness_format else {}))
-    skw: dict[str, Any] = {"seed": seed}
-    if max_new_tokens is not None:
-        skw["max_new_tokens"] = max_new_tokens
-    if temperature is not None:
-        skw["temperature"] = temperature
-    sampling = SamplingParams(**skw)
+    if harness_format not in (None, "line", "json"):
+        raise ConfigError(f"unknown harness format {harness_format!r}", where="--harness-format",
+                          fix="use line or json")
+    harness = HarnessConfig.model_validate({"format": harness_format or "json"})
+    sampling = SamplingParams(
+        max_new_tokens=max_new_tokens if max_new_tokens is not None else
+        harness.max_reply_tokens,
+        temperature=temperature if temperature is not None else SamplingParams.temperature)
     rid = uuid.uuid4().hex[:12]
-    out = store.path.parent / "runs" / rid / "trajectories.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    manifest = {"policy": policy, "suite": suite, "k": k, "seed": seed,
+                "cards": sorted(c.content_id() for c in cards),
+                "harness": harness.fingerprint(tok), "sampling": dataclasses.asdict(sampling)}
+    out = _run_dir(store, rid, name, manifest) / "trajectories.jsonl"
     trajs = run_episodes(cards, pol, harness, k=k, sampling=sampling, backend=backend, out=out,
                          workers=workers, seed=seed)
-    if not out.is_file():  # the runner may keep records in memory only
+    trajs = list(trajs)
+    if not out.is_file():  # the runner keeps records in memory only when out is None
         out.write_text("".join(t.to_json() + "\n" for t in trajs), encoding="utf-8")
-    else:
-        trajs = load_trajectories(out) or list(trajs)
     # the fingerprint the episodes recorded (covers the chat template); else our own
     fps = sorted({t.harness_fingerprint for t in trajs if t.harness_fingerprint})
     fingerprint = "+".join(fps) if fps else harness.fingerprint(tok)
