@@ -17,7 +17,10 @@ joint distribution over reachable cells is:
 - ``raking`` (default): iterative proportional fitting (Deming-Stephan) started from
   ``p_t * q_h`` on the reachable cells. When some joint on those cells has both marginals,
   raking converges to the one closest to independence (minimum KL divergence), and the
-  realised marginals match the weights exactly in expectation.
+  realised marginals match the weights exactly in expectation. When no such joint exists
+  (say only types holding half the mass reach ``long`` but ``long`` asks for 0.9), the
+  last raking step fits the *type* weights, so the type marginal stays exact and the
+  horizon marginal carries the bias.
 - ``independent``: ``p_t * q_h`` on the reachable cells, renormalised (independent draws
   with rejection of unreachable combinations). When a type cannot reach a horizon this
   shifts mass: that type loses the horizon's share and the horizon is filled by the other
@@ -313,7 +316,7 @@ def _rake(joint: dict[tuple[str, str], float], p: dict[str, float], q: dict[str,
     converge, and the caller reports the remaining bias through expected_marginals."""
     x = dict(joint)
     for _ in range(iters):
-        for margin, axis in ((p, 0), (q, 1)):
+        for margin, axis in ((q, 1), (p, 0)):  # types last: they hold when both cannot
             sums: Counter[str] = Counter()
             for c, v in x.items():
                 sums[c[axis]] += v
