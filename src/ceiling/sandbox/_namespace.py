@@ -84,9 +84,10 @@ def namespaces_available() -> str | None:
 class _Holder:
     """The host's handle on one holder process (everything ``close`` must release)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, host_pid: int,
-                 cgroup: Cgroup | None) -> None:
-        self.proc, self.sock, self.host_pid, self.cgroup = proc, sock, host_pid, cgroup
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, xsock: socket.socket,
+                 host_pid: int, cgroup: Cgroup | None) -> None:
+        self.proc, self.sock, self.xsock, self.cgroup = proc, sock, xsock, cgroup
+        self.host_pid = host_pid
 
     def stop(self) -> None:
         try:
@@ -98,6 +99,7 @@ class _Holder:
         except subprocess.TimeoutExpired:
             pass
         self.sock.close()
+        self.xsock.close()
         if self.cgroup is not None:
             self.cgroup.remove()
 
@@ -117,13 +119,19 @@ def _start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> _Hold
            "inodes": max(4096, limits.disk_mb * 256), "lowers": lowers,
            "store": str(store.root.resolve()), "needed": _needed_paths(), "rlimits": rlimits}
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    xparent, xchild = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ready_r, ready_w = os.pipe()
+    keep = (child.fileno(), xchild.fileno(), ready_r, ready_w)
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", HOLDER, str(child.fileno()),
-                                 json.dumps(cfg)], pass_fds=(child.fileno(),),
+        proc = subprocess.Popen([sys.executable, "-I", "-S", HOLDER, *map(str, keep[:2]),
+                                 json.dumps(cfg), *map(str, keep[2:])], pass_fds=keep,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, env={"PATH": _PATH})
     finally:
         child.close()
+        xchild.close()
+        os.close(ready_r)
+        os.close(ready_w)
     parent.settimeout(30)
     try:
         msg = json.loads(parent.recv(65536) or b'{"ready": false}')
@@ -133,6 +141,7 @@ def _start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> _Hold
         proc.kill()
         err = proc.communicate()[1].decode(errors="replace").strip().splitlines()
         parent.close()
+        xparent.close()
         if cgroup is not None:
             cgroup.remove()
         why = msg.get("msg") or (err[-1] if err else "holder exited")
@@ -141,9 +150,10 @@ def _start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> _Hold
     assert proc.stderr is not None
     proc.stderr.close()
     parent.settimeout(None)
-    if cgroup is not None:
+    if cgroup is not None:  # the spawner first: commands inherit its groups
+        cgroup.add(proc.pid)
         cgroup.add(msg["host_pid"])
-    return _Holder(proc, parent, msg["host_pid"], cgroup)
+    return _Holder(proc, parent, xparent, msg["host_pid"], cgroup)
 
 
 class NamespaceSandbox:
@@ -166,29 +176,42 @@ class NamespaceSandbox:
             raise SandboxError("the sandbox is closed", fix="open a new sandbox")
         return self._h
 
-    def _request(self, req: dict[str, object], fds: Sequence[int] = (),
-                 timeout: float | None = None) -> dict[str, object] | None:
+    def _request(self, req: dict[str, object], fds: Sequence[int] = (), *,
+                 spawner: bool = False, timeout: float | None = 60.0) -> dict[str, object]:
         h = self._holder()
+        sock = h.xsock if spawner else h.sock
         req["id"] = rid = str(next(self._seq))
-        socket.send_fds(h.sock, [json.dumps(req).encode()], list(fds))
-        return self._reply(rid, timeout)
+        try:
+            socket.send_fds(sock, [json.dumps(req).encode()], list(fds))
+        except OSError as e:
+            raise SandboxError(f"the sandbox holder is gone ({e})",
+                               fix="close this sandbox and open a new one") from None
+        msg = self._reply(sock, rid, timeout)
+        if msg is None:
+            raise SandboxError(f"the sandbox did not answer {req['op']!r} in {timeout} s",
+                               fix="close this sandbox and open a new one")
+        return msg
 
-    def _reply(self, rid: str, timeout: float | None) -> dict[str, object] | None:
-        h = self._holder()
-        h.sock.settimeout(timeout)
+    @staticmethod
+    def _reply(sock: socket.socket, rid: str, timeout: float | None,
+               final: bool = True) -> dict[str, object] | None:
+        """The next message for ``rid`` (with ``final``, skip the spawner's "pid" notes)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
-                data = h.sock.recv(65536)
+                sock.settimeout(None if deadline is None
+                                else max(0.0, deadline - time.monotonic()))
+                data = sock.recv(65536)
                 if not data:
                     raise SandboxError("the sandbox holder died",
                                        fix="close this sandbox and open a new one")
                 msg = json.loads(data)
-                if msg.get("id") == rid:
+                if msg.get("id") == rid and (not final or "pid" not in msg):
                     return msg  # type: ignore[no-any-return]
         except TimeoutError:
             return None
         finally:
-            h.sock.settimeout(None)
+            sock.settimeout(None)
 
     @staticmethod
     def _memfd(data: bytes = b"") -> int:
@@ -220,16 +243,23 @@ class NamespaceSandbox:
         timed_out = False
         try:
             with self._lock:
-                req = {"op": "exec", "argv": argv, "env": run_env,
-                       "cwd": self._abs(cwd) if cwd else WORKDIR}
                 h = self._holder()
-                req["id"] = rid = str(next(self._seq))
-                socket.send_fds(h.sock, [json.dumps(req).encode()], fds)
-                msg = self._reply(rid, timeout)
+                rid = str(next(self._seq))
+                req = {"op": "exec", "id": rid, "argv": argv, "env": run_env,
+                       "cwd": self._abs(cwd) if cwd else WORKDIR}
+                try:
+                    socket.send_fds(h.xsock, [json.dumps(req).encode()], fds)
+                except OSError as e:
+                    raise SandboxError(f"the sandbox holder is gone ({e})",
+                                       fix="close this sandbox and open a new one") from None
+                started = self._reply(h.xsock, rid, 60, final=False)
+                msg = started if started is None or "pid" not in started else \
+                    self._reply(h.xsock, rid, max(0.0, timeout - (time.perf_counter() - t0)))
                 if msg is None:
                     timed_out = True
-                    socket.send_fds(h.sock, [json.dumps({"op": "kill", "id": rid}).encode()], [])
-                    msg = self._reply(rid, 30)
+                    if started is not None:
+                        self._kill(int(started["pid"]))  # type: ignore[call-overload]
+                    msg = self._reply(h.xsock, rid, 30)
                     if msg is None:
                         raise SandboxError("a timed-out command could not be killed",
                                            fix="close this sandbox and open a new one")
@@ -248,10 +278,18 @@ class NamespaceSandbox:
             for fd in fds:
                 os.close(fd)
 
+    def _kill(self, host_pid: int) -> None:
+        """SIGKILL a command's session; PID 1 needs the pid as its namespace sees it."""
+        try:
+            with open(f"/proc/{host_pid}/status") as f:
+                ns_pid = next(int(line.split()[-1]) for line in f if line.startswith("NSpid:"))
+        except (OSError, StopIteration, ValueError):
+            return  # it has already gone
+        self._request({"op": "kill", "pid": ns_pid})
+
     def _file(self, op: str, path: str, fd: int, mode: int | None = None) -> None:
         with self._lock:
             msg = self._request({"op": op, "path": self._abs(path), "mode": mode}, [fd])
-        assert msg is not None
         err = int(msg.get("errno", 0))  # type: ignore[call-overload]
         if err:
             text = f"{path}: {msg.get('msg', os.strerror(err))}"
@@ -284,8 +322,8 @@ class NamespaceSandbox:
     def _remount(self, lowers: list[str] | None) -> None:
         with self._lock:
             msg = self._request({"op": "reset", "lowers": lowers})
-        if not msg or not msg.get("ok"):
-            raise SandboxError(f"reset failed: {msg.get('msg') if msg else 'no answer'}",
+        if not msg.get("ok"):
+            raise SandboxError(f"reset failed: {msg.get('msg')}",
                                fix="close this sandbox and open a new one")
 
     def reset(self) -> None:
