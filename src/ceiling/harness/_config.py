@@ -43,11 +43,11 @@ class HarnessConfig(BaseModel):
 
     format: Literal["line", "json"] = "json"
     system_prompt: str | None = None
-    obs_max_bytes: int = Field(2048, ge=64)
-    obs_max_lines: int = Field(40, ge=2)
-    history_turns: int | None = Field(None, ge=1)
-    max_reply_tokens: int = Field(256, ge=1)
-    max_reply_chars: int = Field(8000, ge=16)
+    obs_max_bytes: int = Field(default=2048, ge=64)
+    obs_max_lines: int = Field(default=40, ge=2)
+    history_turns: int | None = Field(default=None, ge=1)
+    max_reply_tokens: int = Field(default=256, ge=1)
+    max_reply_chars: int = Field(default=8000, ge=16)
     stop: tuple[str, ...] | None = None
     keep_prompts: bool = False  # store each turn's rendered prompt text in trajectories
 

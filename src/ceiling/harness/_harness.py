@@ -104,13 +104,19 @@ class Dialogue:
             d[spec.name] = spec.description
         return d
 
+    def plan_history(self) -> list[tuple[Action, str]]:
+        """Every turn as (action, observation); a reply that did not parse appears as
+        ``Action("invalid", {"raw": reply})`` so a plan's step count stays right."""
+        return [(t.action if t.action is not None else Action("invalid", {"raw": t.reply[:200]}),
+                 t.observation) for t in self.turns]
+
     def request(self) -> PolicyRequest:
         """The pending turn as a policy request. ``context`` carries what only scripted
         policies may use: the card, the (action, observation) history, the step number and
         ``format_reply`` (Action -> reply text in this harness's format)."""
         ctx: dict[str, Any] = {
             "card": self.card,
-            "history": [(t.action, t.observation) for t in self.turns if t.action is not None],
+            "history": self.plan_history(),
             "step": len(self.turns),
             "format_reply": self.format_reply,
             "tools": self.tools,
