@@ -6,7 +6,7 @@ An *episode* here is: reset, change 10 files with one command, run three short c
 write and read one file through the API. Leaks are counted after ``cycles`` reset cycles that
 each leave a background process and files behind, and again after ``close()``: host mounts
 (``/proc/self/mountinfo``), processes (descendants of this process), temp folders
-(``ceiling-*`` in the temp dir) and cgroups created by this process.
+(anything left in a private temp dir the run points ``tempfile`` at) and cgroups created by this process.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _mounts() -> int:
 
 
 def _tmpdirs() -> set[str]:
-    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("ceiling-")}
+    return set(os.listdir(tempfile.gettempdir()))
 
 
 def _cgroups() -> int:
@@ -103,8 +103,10 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
     store = LayerStore()
     limits = Limits()
     out: dict[str, Any] = {"backend": backend, "reset": {}}
-    leaks_before = (_mounts(), _descendants(), _tmpdirs())
     scratch = Path(tempfile.mkdtemp(prefix="ceiling-bench-"))
+    private_tmp = Path(tempfile.mkdtemp(prefix="ceiling-bench-tmp-"))
+    saved_tempdir, tempfile.tempdir = tempfile.tempdir, str(private_tmp)  # attributable tmpdirs
+    leaks_before = (_mounts(), _descendants(), _tmpdirs())
     try:
         for n in sizes:
             progress(f"reset at {n} files")
@@ -185,7 +187,9 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
         out["leaks_inside_after_cycles"] = {"processes": max(0, inside)}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    after = (_mounts(), _descendants(), _tmpdirs())
+        after = (_mounts(), _descendants(), _tmpdirs())
+        tempfile.tempdir = saved_tempdir
+        shutil.rmtree(private_tmp, ignore_errors=True)
     out["leaks"] = {"mounts": after[0] - leaks_before[0], "processes": after[1] - leaks_before[1],
                     "tmpdirs": len(after[2] - leaks_before[2]), "cgroups": _cgroups(),
                     "cycles": cycles}
