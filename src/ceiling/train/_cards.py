@@ -1,0 +1,52 @@
+"""Which (template, difficulty, variant) arms a stage trains on.
+
+A stage names its cards by explicit ``templates``, a ``family``, ``tags`` (all must match)
+and/or a task-mix file (``mix``, read by ``ceiling.envs._mix`` when that module exists).
+The union is filtered by ``difficulties``; an empty result is a ConfigError naming the
+stage, never a silent no-op.
+"""
+
+from __future__ import annotations
+
+from .._errors import ConfigError
+from ._config import StageConfig
+from ._sampler import Arm
+
+
+def stage_templates(stage: StageConfig) -> list[str]:
+    from ..envs import get_template, templates
+
+    ids: list[str] = []
+    for tid in stage.templates:
+        ids.append(get_template(tid).template_id())
+    if stage.family or stage.tags:
+        for t in templates(stage.family):
+            if all(tag in t.tags for tag in stage.tags):
+                ids.append(t.template_id())
+    if stage.mix:
+        try:
+            from ..envs import _mix  # type: ignore[attr-defined]
+        except ImportError:
+            raise ConfigError("task-mix files are not supported in this build",
+                              where=f"stage {stage.name!r}: mix",
+                              fix="list templates, a family or tags instead") from None
+        mix = _mix.load_mix(stage.mix)
+        ids += [t for t in mix.template_ids()]
+    return sorted(set(ids))
+
+
+def stage_arms(stage: StageConfig) -> list[Arm]:
+    """Every (template, difficulty, variant) of the stage. Raises ConfigError if empty."""
+    from ..envs import get_template
+
+    arms: list[Arm] = []
+    for tid in stage_templates(stage):
+        cls = get_template(tid)
+        diffs = [d for d in cls.difficulties
+                 if stage.difficulties is None or d in stage.difficulties]
+        arms += [Arm(tid, d, v) for d in diffs for v in stage.variants]
+    if not arms:
+        raise ConfigError(f"stage {stage.name!r} has an empty task mix", where="stages",
+                          fix="give it templates, a family, tags or a mix that match at "
+                              "least one template (and difficulty)")
+    return arms

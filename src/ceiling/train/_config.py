@@ -1,0 +1,165 @@
+"""The training config (YAML), validated by pydantic.
+
+A run is a list of **stages**, each a task mix, a reward spec and a budget; the optimizer
+(``grpo`` or ``es``) and its knobs are shared. Unknown keys are errors that name the key and
+the nearest valid one. Example::
+
+    base: builtin:tiny
+    optimizer: grpo
+    lr: 0.001
+    group_size: 8
+    cards_per_step: 4
+    stages:
+      - name: demo
+        tags: [demo]            # or templates: [terminal_ops/demo-copy-v1, ...] / family
+        steps: 40
+        reward: {process_weight: 0.0}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .._errors import ConfigError, nearest
+from ..verify import RewardSpec
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoraSettings(_M):
+    r: int = Field(16, ge=1, le=1024)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+
+class LossSettings(_M):
+    beta: float = Field(0.04, ge=0.0)
+    clip_low: float = Field(0.2, gt=0.0, lt=1.0)
+    clip_high: float = Field(0.2, gt=0.0)
+    aggregation: Literal["token", "sequence"] = "token"
+
+
+class SamplingSettings(_M):
+    temperature: float = Field(1.0, gt=0.0)
+    max_new_tokens: int = Field(32, ge=1, le=4096)
+
+
+class BandSettings(_M):
+    low: float = Field(0.1, ge=0.0, le=1.0)
+    high: float = Field(0.9, ge=0.0, le=1.0)
+    explore: float = Field(0.1, ge=0.0, le=1.0)
+    decay: float = Field(0.9, gt=0.0, le=1.0)
+
+
+class StageConfig(_M):
+    """One stage: which cards (templates, a family, tags or a task-mix file), which
+    difficulties and variants, how they are rewarded and for how long."""
+
+    name: str
+    templates: list[str] = Field(default_factory=list)
+    family: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    mix: str | None = None  # a task_mix.yaml (templates weighted by type / horizon)
+    difficulties: list[int] | None = None
+    variants: list[Literal["train", "fault", "infeasible"]] = Field(
+        default_factory=lambda: ["train"])
+    reward: RewardSpec = Field(default_factory=RewardSpec)
+    steps: int = Field(20, ge=0)
+    max_rollouts: int | None = Field(None, ge=1)
+
+
+class TrainConfig(_M):
+    base: str = "builtin:tiny"
+    optimizer: Literal["grpo", "es"] = "grpo"
+    seed: int = 0
+    device: str = "cpu"
+    lr: float = Field(1e-3, gt=0.0)
+    group_size: int = Field(8, ge=2)
+    cards_per_step: int = Field(4, ge=1)
+    updates_per_batch: int = Field(1, ge=1)
+    micro_batch: int = Field(64, ge=1)
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    loss: LossSettings = Field(default_factory=LossSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    band: BandSettings = Field(default_factory=BandSettings)
+    harness_format: Literal["line", "json"] = "line"
+    backend: Literal["namespace", "local"] = "namespace"
+    workers: int = Field(4, ge=1)
+    checkpoint_every: int = Field(10, ge=1)
+    keep_checkpoints: int = Field(3, ge=1)
+    es: dict[str, Any] = Field(default_factory=dict)  # settings read by the ES optimizer
+    stages: list[StageConfig] = Field(min_length=1)
+
+    @field_validator("stages")
+    @classmethod
+    def _unique_names(cls, v: list[StageConfig]) -> list[StageConfig]:
+        names = [s.name for s in v]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"stage names must be unique; repeated: {sorted(dup)}")
+        return v
+
+    @property
+    def total_steps(self) -> int:
+        return sum(s.steps for s in self.stages)
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The valid keys of the (nested) model at ``loc`` (for "did you mean")."""
+    cur: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        f = cur.model_fields.get(part) if isinstance(cur, type) and issubclass(
+            cur, BaseModel) else None
+        if f is None:
+            return []
+        ann = f.annotation
+        args = getattr(ann, "__args__", ())
+        nxt = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)),
+                   None)
+        if nxt is None:
+            return []
+        cur = nxt
+    return list(cur.model_fields) if isinstance(cur, type) and issubclass(cur, BaseModel) else []
+
+
+def config_from_dict(data: Any, where: str = "config") -> TrainConfig:
+    """Validate a parsed YAML mapping; errors are one :class:`ConfigError` naming the key."""
+    if not isinstance(data, dict):
+        raise ConfigError("a training config must be a YAML mapping", where=where,
+                          fix="start from docs/training.md's example")
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err["loc"])
+        dotted = ".".join(str(x) for x in loc)
+        if err["type"] == "extra_forbidden":
+            hint = nearest(str(loc[-1]), _fields_at(TrainConfig, loc))
+            raise ConfigError(f"unknown key {dotted!r}", where=where,
+                              fix=f"did you mean {hint!r}?" if hint else
+                              "remove it (see docs/training.md)") from None
+        raise ConfigError(f"{dotted or 'config'}: {err['msg']}", where=where,
+                          fix="see docs/training.md for the valid values") from None
+
+
+def load_config(path: Path | str) -> TrainConfig:
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"training config {str(p)!r} does not exist", where=str(p),
+                          fix="pass a YAML file, e.g. docs/training.md's example")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"not valid YAML: {str(e).splitlines()[0]}", where=str(p),
+                          fix="check the indentation and quoting") from None
+    return config_from_dict(data, where=str(p))

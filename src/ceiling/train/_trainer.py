@@ -1,0 +1,271 @@
+"""The training loop: stages in order, a band sampler per stage, an optimizer step per
+iteration, accounting, metrics (JSONL + TensorBoard) and exact-resume checkpoints.
+
+Determinism: every step's randomness comes from (config seed, global step) — the card
+draw from the sampler's saved RNG, the sampling seed passed to the rollout — so a run
+killed at any moment and resumed from its last checkpoint redoes the lost steps exactly
+and ends with the same adapter as an uninterrupted run (tests/train/test_trainer.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigError
+from ..verify import RewardSpec
+from ._cards import stage_arms
+from ._checkpoint import (
+    TrainerState,
+    check_same_base,
+    latest_checkpoint,
+    load_trainer_state,
+    read_meta,
+    restore_rng,
+    state_from_blob,
+    write_checkpoint,
+)
+from ._config import StageConfig, TrainConfig
+from ._grpo import GRPOSettings
+from ._loss import LossConfig
+from ._optim import Optimizer, RolloutFn, StepContext, optimizer_factory
+from ._sampler import BandSampler
+
+# (model, tokenizer, config, stage, backend) -> RolloutFn; a test seam
+RolloutFactory = Callable[[Any, Any, TrainConfig, StageConfig, str], RolloutFn]
+
+
+@dataclass
+class StepInfo:
+    step: int
+    total: int
+    stage: str
+    metrics: dict[str, float]
+    unit: dict[str, Any]
+
+
+@dataclass
+class TrainSummary:
+    run_dir: str
+    steps: int
+    checkpoint: str | None
+    base: str
+    base_sha256: str
+    backend: str
+    unit: dict[str, Any]
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step * 7919 + 17) % (2**31 - 1)
+
+
+def default_rollout(model: Any, tok: Any, cfg: TrainConfig, stage: StageConfig,
+                    backend: str) -> RolloutFn:
+    from ._rollouts import live_policy, make_rollout
+
+    policy = live_policy(model, tok, f"hf:{cfg.base}+adapter(training)")
+    return make_rollout(policy, harness_format=cfg.harness_format,
+                        temperature=cfg.sampling.temperature,
+                        max_new_tokens=cfg.sampling.max_new_tokens, backend=backend,
+                        workers=cfg.workers, reward=stage.reward)
+
+
+class Trainer:
+    """Runs a :class:`TrainConfig` into ``run_dir`` (checkpoints/, metrics.jsonl, tb/)."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, *,
+                 rollout_factory: RolloutFactory | None = None,
+                 on_step: Callable[[StepInfo], None] | None = None,
+                 stop_after: int | None = None) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.rollout_factory = rollout_factory or default_rollout
+        self.on_step = on_step
+        self.stop_after = stop_after  # test hook: raise KeyboardInterrupt after N steps
+        self.notes: list[str] = []
+
+    # -- set-up ---------------------------------------------------------------------------
+    def _setup(self) -> None:
+        from ..basemodel import weights_sha256
+        from ._model import attach_lora, base_path, check_device, load_base
+
+        cfg = self.cfg
+        self.device = check_device(cfg.device)
+        self.arms = [stage_arms(s) for s in cfg.stages]  # empty mixes fail before any work
+        self.base_dir = base_path(cfg.base)
+        model, self.tok = load_base(self.base_dir, self.device)
+        self.base_sha = weights_sha256(self.base_dir)
+        self.model = attach_lora(model, r=cfg.lora.r, alpha=cfg.lora.alpha,
+                                 dropout=cfg.lora.dropout, seed=cfg.seed)
+        self.model.eval()
+        self.params = sum(p.numel() for p in self.model.parameters())
+        settings = GRPOSettings(
+            lr=cfg.lr, group_size=cfg.group_size, updates_per_batch=cfg.updates_per_batch,
+            micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm,
+            temperature=cfg.sampling.temperature,
+            loss=LossConfig(**cfg.loss.model_dump()))
+        self.opt: Optimizer = optimizer_factory(cfg.optimizer)(
+            model=self.model, settings=settings, pad_id=self.tok.pad_token_id, config=cfg,
+            tokenizer=self.tok)
+        self.backend = cfg.backend
+        if self.rollout_factory is default_rollout:
+            from ._rollouts import pick_backend
+
+            self.backend, note = pick_backend(cfg.backend)
+            if note:
+                self.notes.append(note)
+
+    def _sampler(self, i: int) -> BandSampler:
+        b = self.cfg.band
+        return BandSampler([a for a in self.arms[i]], low=b.low, high=b.high,
+                           explore=b.explore, decay=b.decay, seed=self.cfg.seed * 1000 + i,
+                           seed_base=i * 10_000_000)
+
+    def _meta(self, metrics: dict[str, float]) -> dict[str, Any]:
+        return {"base": str(self.base_dir), "base_spec": self.cfg.base,
+                "base_sha256": self.base_sha, "config": self.cfg.model_dump(mode="json"),
+                "optimizer": self.opt.name, "metrics": metrics, "params": self.params}
+
+    def _resume(self) -> tuple[TrainerState, dict[str, Any] | None]:
+        ck = latest_checkpoint(self.run_dir)
+        if ck is None:
+            return TrainerState(), None
+        check_same_base(read_meta(ck), self.base_sha, where=str(ck))
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        weights = load_file(str(ck / "adapter" / "adapter_model.safetensors"))
+        set_peft_model_state_dict(self.model, weights)
+        blob = load_trainer_state(ck)
+        self.opt.load_state_dict(blob["optimizer"])
+        restore_rng(blob)
+        state = state_from_blob(blob)
+        self._truncate_metrics(state.global_step)
+        return state, blob["sampler"]
+
+    def _truncate_metrics(self, upto: int) -> None:
+        f = self.run_dir / "metrics.jsonl"
+        if not f.is_file():
+            return
+        keep = [ln for ln in f.read_text().splitlines()
+                if ln.strip() and json.loads(ln).get("step", 0) <= upto]
+        f.write_text("".join(ln + "\n" for ln in keep))
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self, *, resume: bool = False) -> TrainSummary:
+        self._setup()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not resume and latest_checkpoint(self.run_dir) is not None:
+            raise ConfigError(f"{self.run_dir} already holds checkpoints",
+                              where=str(self.run_dir),
+                              fix="pass --resume to continue it, or choose another --out")
+        state, sampler_state = self._resume() if resume else (TrainerState(), None)
+        if resume and sampler_state is None:
+            self.notes.append("nothing to resume: no checkpoint yet; starting fresh")
+        writer = _tb_writer(self.run_dir / "tb")
+        metrics_f = (self.run_dir / "metrics.jsonl").open("a")
+        total = self.cfg.total_steps
+        cards_seen = set(state.card_ids)
+        t_resume = time.perf_counter()
+        wall0 = state.unit.wall_s
+        last: dict[str, float] = {}
+        ck_path: Path | None = latest_checkpoint(self.run_dir) if resume else None
+        done_here = 0
+        try:
+            for si in range(state.stage_index, len(self.cfg.stages)):
+                stage = self.cfg.stages[si]
+                sampler = self._sampler(si)
+                if sampler_state is not None and sampler_state.get("stage") == si:
+                    sampler.load_state_dict(sampler_state["state"])
+                else:
+                    state.stage_step = 0
+                rollout = self.rollout_factory(self.model, self.tok, self.cfg, stage,
+                                               self.backend)
+                rollouts_in_stage = 0
+                while state.stage_step < stage.steps:
+                    if stage.max_rollouts and rollouts_in_stage >= stage.max_rollouts:
+                        break
+                    t0 = time.perf_counter()
+                    cards = sampler.draw(self.cfg.cards_per_step)
+                    ctx = StepContext(state.global_step, cards, rollout,
+                                      step_seed(self.cfg.seed, state.global_step))
+                    res = self.opt.step(ctx)
+                    sampler.update(res.trajectories)
+                    u = state.unit
+                    for t in res.trajectories:
+                        cards_seen.add(t.card_id)
+                        u.env_steps += len(t.turns)
+                        u.generated_tokens += sum(len(x.token_ids) for x in t.turns)
+                        u.prompt_tokens += sum(len(x.prompt_token_ids) for x in t.turns)
+                    gen_tok = sum(len(x.token_ids) + len(x.prompt_token_ids)
+                                  for t in res.trajectories for x in t.turns)
+                    u.rollouts += len(res.trajectories)
+                    rollouts_in_stage += len(res.trajectories)
+                    u.distinct_cards = len(cards_seen)
+                    u.trained_tokens += res.trained_tokens
+                    u.trainer_flops += 6.0 * self.params * res.trained_tokens + 2.0 * \
+                        self.params * (res.forward_tokens + gen_tok)
+                    u.optimizer_steps += int(res.metrics.get("updated", 0))
+                    u.wall_s = wall0 + time.perf_counter() - t_resume
+                    state.global_step += 1
+                    state.stage_step += 1
+                    state.stage_index = si
+                    dt = time.perf_counter() - t0
+                    m = dict(res.metrics)
+                    m.update(step_s=dt, in_band=sampler.in_band(),
+                             tokens_per_s=sum(len(x.token_ids) for t in res.trajectories
+                                              for x in t.turns) / max(dt, 1e-9))
+                    last = m
+                    rec = {"step": state.global_step, "stage": stage.name, **m,
+                           "unit": asdict(u)}
+                    metrics_f.write(json.dumps(rec, sort_keys=True) + "\n")
+                    metrics_f.flush()
+                    if writer is not None:
+                        for k, v in m.items():
+                            writer.add_scalar(f"train/{k}", v, state.global_step)
+                        writer.add_scalar("unit/rollouts", u.rollouts, state.global_step)
+                    if self.on_step:
+                        self.on_step(StepInfo(state.global_step, total, stage.name, m, asdict(u)))
+                    end_of_stage = state.stage_step >= stage.steps
+                    if state.global_step % self.cfg.checkpoint_every == 0 or end_of_stage:
+                        state.card_ids = sorted(cards_seen)
+                        nxt = state if not end_of_stage else _next_stage(state, si)
+                        ck_path = write_checkpoint(
+                            self.run_dir, model=self.model, optimizer_state=self.opt.state_dict(),
+                            sampler_state={"stage": si, "state": sampler.state_dict()},
+                            state=nxt,
+                            meta=self._meta(m), keep=self.cfg.keep_checkpoints)
+                    done_here += 1
+                    if self.stop_after is not None and done_here >= self.stop_after:
+                        raise KeyboardInterrupt
+                sampler_state = None
+        finally:
+            metrics_f.close()
+            if writer is not None:
+                writer.close()
+        return TrainSummary(str(self.run_dir), state.global_step,
+                            str(ck_path) if ck_path else None, str(self.base_dir), self.base_sha,
+                            self.backend, asdict(state.unit), last, self.notes)
+
+
+def _next_stage(state: TrainerState, si: int) -> TrainerState:
+    """The state as saved at the end of stage ``si``: resume starts the next stage."""
+    return TrainerState(global_step=state.global_step, stage_index=si + 1, stage_step=0,
+                        unit=state.unit, card_ids=state.card_ids)
+
+
+def _tb_writer(path: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # pragma: no cover - tensorboard is a dependency
+        return None
+    return SummaryWriter(str(path))
+
+
+__all__ = ["RewardSpec", "StepInfo", "TrainSummary", "Trainer", "step_seed"]
