@@ -29,6 +29,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,13 +58,21 @@ def lint_count(card: TaskCard, root: Path, paths: list[str]) -> tuple[int, list[
     ruff = _ruff()
     if not files or ruff is None:
         return 0, []
-    argv = [ruff, "check", "--isolated", "--no-cache", "--output-format", "json",
-            "--select", ",".join(pol.select), *files]
-    try:
-        proc = subprocess.run(argv, check=False, cwd=root, capture_output=True, timeout=60)
+    tmp = Path(tempfile.mkdtemp(prefix="ceiling-lint-"))
+    try:  # lint copies: the frozen state may live in another mount namespace
+        for p in files:
+            (tmp / p).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / p).write_bytes((root / p).read_bytes())
+        argv = [ruff, "check", "--isolated", "--no-cache", "--output-format", "json",
+                "--select", ",".join(pol.select), *files]
+        proc = subprocess.run(argv, check=False, cwd=tmp, capture_output=True, timeout=60)
+        if proc.returncode not in (0, 1):
+            raise OSError(proc.stderr.decode(errors="replace")[-200:])
         items = json.loads(proc.stdout or b"[]")
-    except (subprocess.TimeoutExpired, json.JSONDecodeError, OSError):
-        return 0, ["lint: ruff failed; no penalty applied"]
+    except (subprocess.TimeoutExpired, json.JSONDecodeError, OSError) as e:
+        return 0, [f"lint: ruff failed ({e}); no penalty applied"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return len(items), [f"lint {i.get('filename', '?').rsplit('/', 1)[-1]}:"
                         f"{(i.get('location') or {}).get('row', '?')} {i.get('code')}"
                         for i in items[:20]]
