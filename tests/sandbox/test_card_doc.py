@@ -14,7 +14,7 @@ from ceiling.sandbox import Sandbox, open_sandbox
 from ceiling.sandbox._namespace import namespaces_available
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "task-cards.md"
-BLOCK = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.S)
+BLOCK = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.DOTALL)
 
 
 def _card_folder(tmp_path: Path) -> Path:

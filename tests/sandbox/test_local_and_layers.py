@@ -10,9 +10,7 @@ import pytest
 
 from ceiling._errors import ConfigError, SandboxUnavailable
 from ceiling.cards import FileEntry
-from ceiling.sandbox import LayerStore, LocalSandboxWarning, open_sandbox
-from ceiling.sandbox import _namespace
-
+from ceiling.sandbox import LayerStore, LocalSandboxWarning, _namespace, open_sandbox
 
 
 def test_local_warns_on_every_start_and_works(tree: dict[str, FileEntry]) -> None:

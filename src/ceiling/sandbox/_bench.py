@@ -39,7 +39,7 @@ def _tree(n: int) -> dict[str, FileEntry]:
 
 def _pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def _ms(x: float) -> float:
@@ -138,7 +138,7 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
                 sb.exec(["true"])
                 ours.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                subprocess.run(["true"], capture_output=True)
+                subprocess.run(["true"], capture_output=True, check=False)
                 bare.append(time.perf_counter() - t0)
             out["exec_p50_ms"] = _ms(statistics.median(ours))
             out["bare_subprocess_p50_ms"] = _ms(statistics.median(bare))
@@ -164,7 +164,7 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
             counts = [0] * workers
             stop = time.perf_counter() + episode_s
 
-            def work(i: int, box: Sandbox) -> None:
+            def work(i: int, box: Sandbox, stop: float = stop, counts: list[int] = counts) -> None:
                 while time.perf_counter() < stop:
                     _episode(box)
                     counts[i] += 1

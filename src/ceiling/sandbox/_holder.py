@@ -407,8 +407,9 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int) -> None:
                 return
             if pid == init_pid:
                 os._exit(1)
-            rid, proc = running.pop(pid, (None, None))
-            if rid is not None:
+            entry = running.pop(pid, None)
+            if entry is not None:
+                rid, proc = entry
                 proc.returncode = status
                 send({"id": rid, "status": status})
 

@@ -26,6 +26,7 @@ import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 from ._layers import LayerStore
 from ._types import WORKDIR, ExecResult, Limits
@@ -89,14 +90,19 @@ class LocalSandbox:
             raise PermissionError(1, f"{path}: resolves outside /workspace and /tmp")
         return full
 
-    def _limit(self) -> None:  # runs in the child between fork and exec
+    def _limit(self, pid: int) -> None:
+        """Apply the limits right after the spawn (no preexec_fn: it is unsafe with threads);
+        the command runs unlimited for the microseconds in between."""
         lim = self.limits
-        for res, value in ((resource.RLIMIT_FSIZE, lim.max_file_mb << 20),
-                           (resource.RLIMIT_CPU, lim.cpu_s), (resource.RLIMIT_CORE, 0),
-                           (resource.RLIMIT_AS, lim.memory_mb << 20)):
-            resource.setrlimit(res, (value, value))
+        limits = [(resource.RLIMIT_FSIZE, lim.max_file_mb << 20), (resource.RLIMIT_CPU, lim.cpu_s),
+                  (resource.RLIMIT_CORE, 0), (resource.RLIMIT_AS, lim.memory_mb << 20)]
         if os.geteuid() != 0:
-            resource.setrlimit(resource.RLIMIT_NPROC, (lim.max_processes, lim.max_processes))
+            limits.append((resource.RLIMIT_NPROC, lim.max_processes))
+        for res, value in limits:
+            try:
+                resource.prlimit(pid, res, (value, value))
+            except (ProcessLookupError, PermissionError):
+                return
 
     def exec(self, cmd: str | Sequence[str], *, timeout: float | None = None,
              stdin: bytes | None = None, env: Mapping[str, str] | None = None,
@@ -116,11 +122,11 @@ class LocalSandbox:
             try:
                 work = self._resolve(cwd) if cwd else self._ws
                 proc = subprocess.Popen(argv, cwd=work, env=run_env, stdin=fds[0], stdout=fds[1],
-                                        stderr=fds[2], start_new_session=True,
-                                        preexec_fn=self._limit)
+                                        stderr=fds[2], start_new_session=True)
             except OSError as e:
                 return ExecResult(127 if isinstance(e, FileNotFoundError) else 126, "",
                                   f"sandbox: {e}\n", time.perf_counter() - t0)
+            self._limit(proc.pid)
             self._pgids.add(proc.pid)
             try:
                 proc.wait(timeout=timeout)
@@ -168,7 +174,7 @@ class LocalSandbox:
     def close(self) -> None:
         self._finalizer()
 
-    def __enter__(self) -> LocalSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

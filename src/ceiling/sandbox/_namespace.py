@@ -53,8 +53,9 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
-from .._errors import SandboxError, SandboxUnavailable
+from .._errors import ConfigError, SandboxError, SandboxUnavailable
 from ._cgroup import Cgroup
 from ._layers import SANDBOX_GID, SANDBOX_UID, LayerStore
 from ._types import WORKDIR, ExecResult, Limits
@@ -162,6 +163,9 @@ class NamespaceSandbox:
     backend = "namespace"
 
     def __init__(self, layer_ids: Sequence[str], store: LayerStore, limits: Limits) -> None:
+        if limits.network:
+            raise ConfigError("the namespace backend has no network (loopback only)",
+                              where="Limits.network", fix="leave network=False")
         self.store, self.limits = store, limits
         self.layer_ids = store.expand(layer_ids) or [store.empty()]
         self._current = list(self.layer_ids)
@@ -349,7 +353,7 @@ class NamespaceSandbox:
             self._finalizer()
             self._h = None
 
-    def __enter__(self) -> NamespaceSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

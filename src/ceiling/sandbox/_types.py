@@ -41,13 +41,13 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    memory_mb: int = Field(1024, ge=16)
-    max_processes: int = Field(256, ge=4)
-    max_file_mb: int = Field(256, ge=1)
-    disk_mb: int = Field(512, ge=1)  # size of the writable upper layer (workspace + /tmp)
-    cpu_s: int = Field(120, ge=1)
-    command_timeout_s: float = Field(30.0, gt=0)
-    max_output_bytes: int = Field(1 << 20, ge=64)
+    memory_mb: int = Field(default=1024, ge=16)
+    max_processes: int = Field(default=256, ge=4)
+    max_file_mb: int = Field(default=256, ge=1)
+    disk_mb: int = Field(default=512, ge=1)  # size of the writable upper layer (workspace + /tmp)
+    cpu_s: int = Field(default=120, ge=1)
+    command_timeout_s: float = Field(default=30.0, gt=0)
+    max_output_bytes: int = Field(default=1 << 20, ge=64)
     network: bool = False  # loopback only inside the sandbox when False
 
 
