@@ -77,3 +77,18 @@ def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[st
     for cmd in ("eval", "compare", "gate", "report", "view"):
         rc, out, _ = _cli([cmd, "--help"], capsys)
         assert rc == 0 and "Example" in out, cmd
+
+
+def test_eval_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _cli(["eval", "--policy", "scripted:oracle", "--suite", "terminal_opz"], capsys)
+    assert rc == 2 and "unknown family" in err
+    rc, _, err = _cli(["eval", "--policy", "scripted:oracle", "--suite", "terminal_ops",
+                       "-k", "0"], capsys)
+    assert rc == 2 and "-k" in err
+    rc, _, err = _cli(["eval", "--policy", "scripted:orcale", "--suite", "terminal_ops",
+                       "--n", "1"], capsys)
+    assert rc == 2 and "orcale" in err and "Traceback" not in err
+    rc, _, err = _cli(["eval", "--policy", "scripted:oracle", "--suite", "terminal_ops",
+                       "--n", "1", "--harness-format", "xml"], capsys)
+    assert rc == 2 and "harness format" in err
+    assert Store().list_runs() == []  # nothing stored for a failed command

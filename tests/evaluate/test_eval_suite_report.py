@@ -129,3 +129,13 @@ def test_svg_helpers_handle_edges() -> None:
     neg = svg_bar_chart({"gap": {"a": (-0.3, None)}}, y_range=(-1, 1))
     assert "<rect" in neg
 
+
+
+def test_task_mix_suite_is_seeded(tmp_path: Path) -> None:
+    mix = tmp_path / "mix.yaml"
+    mix.write_text("task_mix: {terminal_ops: 1.0}\nhorizon: {short: 0.5, medium: 0.5}\n"
+                   "variants: {train: 0.5, infeasible: 0.5}\n")
+    a = resolve_suite(str(mix), 6, card_seed=3)
+    assert len(a) == 6 and all(c.type == "terminal_ops" for c in a)
+    assert [c.id for c in a] == [c.id for c in resolve_suite(str(mix), 6, card_seed=3)]
+    assert [c.id for c in a] != [c.id for c in resolve_suite(str(mix), 6, card_seed=4)]
