@@ -75,6 +75,8 @@ def eval_cmd(
 
     rec = run_eval(policy, suite, n=n, k=k, name=name, seed=seed, card_seed=card_seed,
                    backend=backend, workers=workers, harness_format=harness_format)
+    sys.stderr.write(f"stored run {rec.label} (id {rec.id}); trajectories in "
+                     f"{rec.trajectories}\n")
     if as_json:
         _print_json(rec.summary)
     else:
