@@ -198,8 +198,10 @@ def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: i
     runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress)
     table: dict[str, dict[str, Any]] = {
         n: {"runs": 0, "positive": 0, "max_reward": None, "outcomes": {}} for n in names}
-    positives = []
+    positives, infra = [], []
     for r in runs:
+        if r.outcome == "infra_error":
+            infra.append(r.as_dict())
         row = table[r.plan]
         row["runs"] += 1
         row["positive"] += int(r.reward > 0)
@@ -210,4 +212,5 @@ def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: i
             positives.append(r.as_dict())
     return {"exploits": table, "positive_total": sum(t["positive"] for t in table.values()),
             "cards": len(cards), "runs": len(runs), "positives": positives[:50],
+            "infra_errors": len(infra), "infra_samples": infra[:10],
             "backend": backend, "seconds": round(time.perf_counter() - t0, 2)}
