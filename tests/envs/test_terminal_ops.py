@@ -215,3 +215,92 @@ def test_infeasible_tests_fail_untouched(tid: str, tmp_path: Path) -> None:
     got, _ = episode(card, tmp_path, oracle=False)
     assert not any(got.values()), (card.id, got)
     assert "give" in card.solution or "infeasible" in card.solution
+
+
+# A structural marker per multi-step template: true on every held-out card, never on a
+# train / fault / infeasible card (the demo templates are checked by name pool above).
+def _paths(card: TaskCard) -> list[str]:
+    return [p for p in card.workspace if not p.startswith(".git/")]
+
+
+HELDOUT_MARK = {
+    "log-rotate": lambda c: any(p.startswith("var/log/") for p in _paths(c)),
+    "cleanup-except": lambda c: any(p.rsplit("/", 1)[-1].startswith("core.") or p.endswith("~")
+                                    for p in _paths(c)),
+    "perm-repair": lambda c: any(p.startswith("srv/") for p in _paths(c)),
+    "config-edit": lambda c: any(p.endswith(".env") for p in _paths(c)),
+    "archive-extract": lambda c: any(p.startswith("data/") and p.count("/") >= 3
+                                     for p in _paths(c)),
+    "log-aggregate": lambda c: any(p.startswith("logs/requests-") for p in _paths(c)),
+    "script-repair": lambda c: any(p.startswith("bin/") for p in _paths(c)),
+    "git-revert": lambda c: "REVERT.txt" not in c.workspace and "intern" in c.instruction,
+}
+
+
+def test_every_multistep_template_has_a_heldout_mark() -> None:
+    assert {t.name for t in FAMILY if "demo" not in t.tags} == set(HELDOUT_MARK)
+
+
+@pytest.mark.parametrize("name", sorted(HELDOUT_MARK))
+def test_heldout_structure_never_in_train(name: str) -> None:
+    tid = f"terminal_ops/{name}-v1"
+    mark = HELDOUT_MARK[name]
+    cls = next(t for t in FAMILY if t.template_id() == tid)
+    held_words = set(WORDS_HELDOUT)
+    for seed in range(6 if name == "git-revert" else 25):  # git repos cost ~0.3 s each
+        d = cls.difficulties[seed % len(cls.difficulties[:2])]  # d1/d2 keep it fast
+        assert mark(make(tid, seed=seed, difficulty=d, variant="heldout")), seed
+        for v in ("train", "fault", "infeasible"):
+            card = make(tid, seed=seed, difficulty=d, variant=v)
+            assert not mark(card), (card.id, v)
+            assert not _words_of(card) & held_words, card.id
+
+
+def _words_of(card: TaskCard) -> set[str]:
+    import re
+
+    return set(re.findall(r"[a-z]+", card.instruction + " " + " ".join(_paths(card))))
+
+
+def _real_backend() -> str:
+    from ceiling._errors import SandboxUnavailable
+    from ceiling.sandbox import open_sandbox
+
+    try:
+        open_sandbox([{}], backend="namespace").close()
+        return "namespace"
+    except SandboxUnavailable:
+        return "local"
+
+
+@pytest.mark.filterwarnings("ignore::ceiling.sandbox.LocalSandboxWarning")
+def test_real_env_and_verifier_on_a_few_cards() -> None:
+    """The same cards through TaskEnv and the verifier (faults injected by the env): the
+    oracle is solved, submitting at once fails, giving up on the infeasible twin abstains
+    correctly."""
+    from ceiling.env import TaskEnv
+    from ceiling.verify import Outcome
+
+    backend = _real_backend()
+    for tid in ("terminal_ops/demo-append-v1", "terminal_ops/git-revert-v1",
+                "terminal_ops/perm-repair-v1"):
+        card = make(tid, seed=4, variant="fault")
+        env = TaskEnv(card, backend=backend)
+        try:
+            env.reset()
+            env.step({"tool": "run", "args": {"cmd": card.solution}})
+            *_, info = env.step({"tool": "submit", "args": {}})
+            assert info["verdict"].outcome == Outcome.SOLVED, (card.id, info["verdict"])
+            env.reset()
+            _, reward, term, _, info = env.step({"tool": "submit", "args": {}})
+            assert term and reward <= 0 and info["verdict"].outcome == Outcome.FAILED
+        finally:
+            env.close()
+    card = make("terminal_ops/log-rotate-v1", seed=4, variant="infeasible")
+    env = TaskEnv(card, backend=backend)
+    try:
+        env.reset()
+        *_, info = env.step({"tool": "give_up", "args": {"reason": card.infeasible_reason}})
+        assert info["verdict"].outcome == Outcome.ABSTAINED_CORRECT
+    finally:
+        env.close()

@@ -51,7 +51,7 @@ def build_repo(commits: list[tuple[str, str, dict[str, str]]]) -> tuple[dict, li
     stream = bytearray()
     for i, (author, msg, files) in enumerate(commits):
         who = f"{author} <{author}@example.com> {_T0 + 3600 * i} +0000"
-        stream += f"commit refs/heads/main\nauthor {who}\ncommitter {who}\n".encode()
+        stream += f"commit refs/heads/main\nmark :{i + 1}\nauthor {who}\ncommitter {who}\n".encode()
         stream += _blob(msg)
         for path, text in sorted(files.items()):
             stream += f"M 100644 inline {path}\n".encode() + _blob(text)
@@ -61,10 +61,18 @@ def build_repo(commits: list[tuple[str, str, dict[str, str]]]) -> tuple[dict, li
         repo.mkdir()
         run = lambda *a, **k: subprocess.run(["git", *a], cwd=repo, env=env, check=True,  # noqa: E731
                                              capture_output=True, **k)
-        run("init", "-q", "--template=", "-b", "main", ".")
-        run("fast-import", "--quiet", input=bytes(stream))
+        # what `git init --template= -b main` writes, without the extra process
+        for d in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+            (repo / ".git" / d).mkdir(parents=True)
+        (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        (repo / ".git" / "config").write_text(
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+            "\tlogallrefupdates = true\n")
+        marks = Path(tmp) / "marks"
+        run("fast-import", "--quiet", f"--export-marks={marks}", input=bytes(stream))
         run("read-tree", "HEAD")
-        shas = run("rev-list", "--reverse", "HEAD", text=True).stdout.split()
+        by_mark = dict(ln.split() for ln in marks.read_text().splitlines())
+        shas = [by_mark[f":{i + 1}"] for i in range(len(commits))]
         final: dict[str, str] = {}
         for _, _, files in commits:
             final.update(files)
