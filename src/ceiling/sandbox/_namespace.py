@@ -43,7 +43,7 @@ host: otherwise :class:`~ceiling._errors.SandboxUnavailable` points at the ``loc
 from __future__ import annotations
 
 import itertools
-import json
+import marshal
 import os
 import socket
 import subprocess
@@ -125,7 +125,7 @@ def _start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> _Hold
     keep = (child.fileno(), xchild.fileno(), ready_r, ready_w)
     try:
         proc = subprocess.Popen([sys.executable, "-I", "-S", HOLDER, *map(str, keep[:2]),
-                                 json.dumps(cfg), *map(str, keep[2:])], pass_fds=keep,
+                                 marshal.dumps(cfg).hex(), *map(str, keep[2:])], pass_fds=keep,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, env={"PATH": _PATH})
     finally:
@@ -135,8 +135,8 @@ def _start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> _Hold
         os.close(ready_w)
     parent.settimeout(30)
     try:
-        msg = json.loads(parent.recv(65536) or b'{"ready": false}')
-    except (OSError, ValueError) as e:
+        msg = marshal.loads(parent.recv(65536) or marshal.dumps({"ready": False}))
+    except (OSError, ValueError, EOFError, TypeError) as e:
         msg = {"ready": False, "msg": str(e)}
     if not msg.get("ready"):
         proc.kill()
@@ -186,7 +186,7 @@ class NamespaceSandbox:
         sock = h.xsock if spawner else h.sock
         req["id"] = rid = str(next(self._seq))
         try:
-            socket.send_fds(sock, [json.dumps(req).encode()], list(fds))
+            socket.send_fds(sock, [marshal.dumps(req)], list(fds))
         except OSError as e:
             raise SandboxError(f"the sandbox holder is gone ({e})",
                                fix="close this sandbox and open a new one") from None
@@ -209,7 +209,7 @@ class NamespaceSandbox:
                 if not data:
                     raise SandboxError("the sandbox holder died",
                                        fix="close this sandbox and open a new one")
-                msg = json.loads(data)
+                msg = marshal.loads(data)
                 if msg.get("id") == rid and (not final or "pid" not in msg):
                     return msg  # type: ignore[no-any-return]
         except TimeoutError:
@@ -252,7 +252,7 @@ class NamespaceSandbox:
                 req = {"op": "exec", "id": rid, "argv": argv, "env": run_env,
                        "cwd": self._abs(cwd) if cwd else WORKDIR}
                 try:
-                    socket.send_fds(h.xsock, [json.dumps(req).encode()], fds)
+                    socket.send_fds(h.xsock, [marshal.dumps(req)], fds)
                 except OSError as e:
                     raise SandboxError(f"the sandbox holder is gone ({e})",
                                        fix="close this sandbox and open a new one") from None
