@@ -99,3 +99,16 @@ def test_summary_is_deterministic_for_a_seed() -> None:
     trajs = [t for i in range(6) for t in card_runs(f"t/a-v1@s{i}-d1-train",
                                                     ["solved", "failed"][: 1 + i % 2] * 2)]
     assert summarize(trajs, k=2, seed=1) == summarize(trajs, k=2, seed=1)
+
+
+def test_infra_error_messages_are_counted_for_diagnosis() -> None:
+    a = traj("t/a-v1@s0-d1-train", 0, "infra_error")
+    a.error = "sandbox failed"
+    b = traj("t/a-v1@s0-d1-train", 1, "infra_error")
+    b.error = None
+    b.verdict = {"outcome": "infra_error", "evidence": ["could not freeze"]}
+    c = traj("t/a-v1@s0-d1-train", 2, "infra_error")
+    c.error = "sandbox failed"
+    s = summarize([a, b, c, traj("t/a-v1@s0-d1-train", 3)], k=1)
+    assert s["infra_error_messages"] == [{"count": 2, "message": "sandbox failed"},
+                                         {"count": 1, "message": "could not freeze"}]

@@ -77,6 +77,12 @@ def eval_cmd(
                    backend=backend, workers=workers, harness_format=harness_format)
     sys.stderr.write(f"stored run {rec.label} (id {rec.id}); trajectories in "
                      f"{rec.trajectories}\n")
+    s = rec.summary
+    if s.get("infra_errors"):
+        sys.stderr.write(f"warning: {s['infra_errors']} of {s['episodes']} episodes were "
+                         "infrastructure errors, left out of every rate; most frequent:\n"
+                         + "".join(f"  {m['count']}x {m['message']}\n"
+                                   for m in s.get("infra_error_messages", [])))
     if as_json:
         _print_json(rec.summary)
     else:
@@ -122,6 +128,9 @@ def compare_cmd(
         out.append(f"  {kind}: {len(cards)} cards" + (": " + ", ".join(
             x["card"] for x in cards[:10]) + (" ..." if len(cards) > 10 else "") if cards else ""))
     out.append("  (* = the 95% paired bootstrap interval excludes 0)")
+    if c["infra_errors"]["a"] or c["infra_errors"]["b"]:
+        out.append(f"  note: infra errors left out: {c['infra_errors']['a']} episodes in {la}, "
+                   f"{c['infra_errors']['b']} in {lb}")
     sys.stdout.write("\n".join(out) + "\n")
 
 

@@ -119,6 +119,8 @@ def compare_records(ra: RunRecord, rb: RunRecord, rows_a: list[dict[str, Any]],
         "a": {"id": ra.id, "name": ra.name, "policy": ra.policy, "key": ra.key},
         "b": {"id": rb.id, "name": rb.name, "policy": rb.policy, "key": rb.key},
         "key_match": ra.key == rb.key, "differing_parts": diff, "forced": bool(force and diff),
+        "infra_errors": {"a": sum(c.n_total - c.n for c in a),
+                         "b": sum(c.n_total - c.n for c in b)},
         "shared_cards": len(shared), "only_a": len(set(ca) - set(cb)),
         "only_b": len(set(cb) - set(ca)), "k": k,
         "metrics": metrics,
@@ -197,6 +199,10 @@ def gate(store: Store, baseline: str, candidate: str, *, max_drop: float = 0.02,
         else:
             reasons.append(f"{name}: {m['a']:.3f} -> {m['b']:.3f} (drop {drop:+.3f} within "
                            f"{max_drop})")
+    ie = cmp["infra_errors"]
+    if ie["a"] or ie["b"]:
+        reasons.append(f"note: infra errors left out of the comparison: {ie['a']} episodes in "
+                       f"the baseline, {ie['b']} in the candidate")
     return GateResult(passed=not any(c["regressed"] for c in checks), reasons=reasons,
                       checks=checks, comparison=cmp)
 

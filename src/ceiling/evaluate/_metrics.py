@@ -226,8 +226,20 @@ def summarize(trajectories: Iterable[Trajectory], *, k: int | None = None,
     fewer than k valid samples (infra errors) are left out of pass@k and counted in its
     ``n_cards``.
     """
-    return summarize_cards(card_stats(trajectories), k=k, seed=seed, resamples=resamples,
-                           level=level)
+    trajs = list(trajectories)
+    out = summarize_cards(card_stats(trajs), k=k, seed=seed, resamples=resamples, level=level)
+    out["infra_error_messages"] = infra_messages(trajs)
+    return out
+
+
+def infra_messages(trajectories: Iterable[Trajectory], top: int = 3) -> list[dict[str, Any]]:
+    """The most frequent infra-error messages (first 240 characters), for diagnosis."""
+    msgs = Counter[str]()
+    for t in trajectories:
+        if t.outcome == Outcome.INFRA_ERROR.value:
+            ev = (t.verdict or {}).get("evidence") or []
+            msgs[(t.error or (str(ev[0]) if ev else "") or "(no message)")[:240]] += 1
+    return [{"count": n, "message": m} for m, n in msgs.most_common(top)]
 
 
 def summarize_cards(cards: list[CardStats], *, k: int | None = None, seed: int = 0,

@@ -73,9 +73,17 @@ def _runs_section(runs: list[tuple[str, dict[str, Any]]]) -> str:
                      escape(str(s.get("suite", ""))), (f"<code>{escape(str(s.get('key', '')))}"
                      "</code>"), str(s.get("cards", "")), str(s.get("episodes", "")),
                      str(s.get("k", "")), _fmt_rate(s.get("pass@1")),
-                     _fmt_rate(s.get("pass@k")), str(s.get("infra_errors", 0))])
+                     _fmt_rate(s.get("pass@k")),
+                     (f'<span class="bad">{s["infra_errors"]}</span>' if s.get("infra_errors")
+                      else "0")])
+    warn = "".join(
+        f"<p class=bad>{escape(label)}: {s['infra_errors']} of {s.get('episodes')} episodes "
+        "were infrastructure errors, left out of every rate. Most frequent: "
+        + "; ".join(f"{m['count']}x {escape(m['message'])}"
+                    for m in s.get("infra_error_messages", [])) + "</p>"
+        for label, s in runs if s.get("infra_errors"))
     return _table(["run", "policy", "suite", "key", "cards", "episodes", "k", "pass@1 [95% CI]",
-                   "pass@k [95% CI]", "infra errors"], rows, num_from=4)
+                   "pass@k [95% CI]", "infra errors"], rows, num_from=4) + warn
 
 
 def _groups(runs: list[tuple[str, dict[str, Any]]], field: str) -> dict[str, dict[str, Any]]:
