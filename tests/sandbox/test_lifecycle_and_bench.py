@@ -15,6 +15,7 @@ import pytest
 
 from ceiling.cli import main
 from ceiling.sandbox import open_sandbox
+from ceiling.sandbox._launch import POOL
 from ceiling.sandbox._namespace import namespaces_available
 
 pytestmark = pytest.mark.skipif(namespaces_available() is not None,
@@ -50,12 +51,15 @@ def test_close_leaves_nothing(tree: dict) -> None:
     sb.exec("sleep 100 >/dev/null 2>&1 &")
     h = sb._h  # type: ignore[attr-defined]
     pids = [h.proc.pid, h.host_pid]
-    assert all(_alive(p) for p in pids) and _cgroups_of(os.getpid())
+    groups = h.cgroup.dirs if h.cgroup else []
+    assert all(_alive(p) for p in pids) and all(g.is_dir() for g in groups)
     sb.close()
     sb.close()  # idempotent
     assert _wait_gone(pids)
-    assert _cgroups_of(os.getpid()) == []
+    assert not any(g.exists() for g in groups)
     assert Path("/proc/self/mountinfo").read_text() == mounts
+    POOL.drain()  # the warm spare is released too
+    assert _cgroups_of(os.getpid()) == []
 
 
 SCRIPT = """

@@ -10,7 +10,7 @@ import pytest
 
 from ceiling._errors import ConfigError, SandboxUnavailable
 from ceiling.cards import FileEntry
-from ceiling.sandbox import LayerStore, LocalSandboxWarning, _namespace, open_sandbox
+from ceiling.sandbox import LayerStore, LocalSandboxWarning, _launch, open_sandbox
 
 
 def test_local_warns_on_every_start_and_works(tree: dict[str, FileEntry]) -> None:
@@ -58,7 +58,7 @@ def _gone(pid: int) -> bool:
 
 def test_namespace_unavailable_names_local(monkeypatch: pytest.MonkeyPatch,
                                            tree: dict[str, FileEntry]) -> None:
-    monkeypatch.setattr(_namespace, "namespaces_available", lambda: "no namespaces here")
+    monkeypatch.setattr(_launch, "namespaces_available", lambda: "no namespaces here")
     with pytest.raises(SandboxUnavailable, match="local"):
         open_sandbox([tree])
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..cards import FileEntry
 from . import _cgroup
+from ._launch import POOL
 from ._layers import LayerStore
 from ._types import Limits, Sandbox
 
@@ -144,18 +145,28 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
             out["bare_subprocess_p50_ms"] = _ms(statistics.median(bare))
             out["exec_overhead_p50_ms"] = _ms(statistics.median(ours) - statistics.median(bare))
             progress("checkpoint and fork")
-            cks, fks = [], []
+            cks, fks, cold = [], [], []
             for i in range(max(5, reps // 5)):
                 sb.exec(CHANGE10 + f"; echo {i} > unique.txt")
                 t0 = time.perf_counter()
                 sb.checkpoint()
                 cks.append(time.perf_counter() - t0)
+                POOL.settle()  # steady state: the spare started while the last episode ran
                 t0 = time.perf_counter()
                 f = sb.fork()
                 fks.append(time.perf_counter() - t0)
                 f.close()
+                os.environ["CEILING_SANDBOX_POOL"] = "0"
+                try:
+                    t0 = time.perf_counter()
+                    f = sb.fork()
+                    cold.append(time.perf_counter() - t0)
+                    f.close()
+                finally:
+                    os.environ.pop("CEILING_SANDBOX_POOL")
             out["checkpoint_p50_ms"] = _ms(statistics.median(cks))
             out["fork_p50_ms"] = _ms(statistics.median(fks))
+            out["fork_cold_p50_ms"] = _ms(statistics.median(cold))
         out["episodes_per_s"] = {}
         for workers in (1, 2):
             progress(f"episodes with {workers} worker(s)")
@@ -187,6 +198,7 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
         out["leaks_inside_after_cycles"] = {"processes": max(0, inside)}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        POOL.drain()  # the warm spare holders are a cache: released before counting leaks
         after = (_mounts(), _descendants(), _tmpdirs())
         tempfile.tempdir = saved_tempdir
         shutil.rmtree(private_tmp, ignore_errors=True)

@@ -46,7 +46,6 @@ import itertools
 import marshal
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -56,105 +55,10 @@ from pathlib import Path
 from typing import Self
 
 from .._errors import ConfigError, SandboxError, SandboxUnavailable
-from ._cgroup import Cgroup
-from ._layers import SANDBOX_GID, SANDBOX_UID, LayerStore
+from . import _launch
+from ._launch import _PATH, POOL, Holder, namespaces_available, start_holder
+from ._layers import LayerStore
 from ._types import WORKDIR, ExecResult, Limits
-
-HOLDER = str(Path(__file__).with_name("_holder.py"))
-_ids = itertools.count()
-_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def _needed_paths() -> list[str]:
-    """Host folders the sandbox must see even under a directory others cannot traverse."""
-    exe = Path(sys.executable)
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(exe.parent),
-             str(exe.resolve().parent.parent)}
-    return sorted(p for p in paths if p and os.path.isdir(p) and p != "/")
-
-
-def namespaces_available() -> str | None:
-    """None when the namespace backend can run here, else the reason it cannot."""
-    if sys.platform != "linux":
-        return f"Linux namespaces are not available on {sys.platform}"
-    if os.geteuid() != 0:
-        return "the namespace backend needs root (mounts and cgroups are set up by the host)"
-    return None
-
-
-class _Holder:
-    """The host's handle on one holder process (everything ``close`` must release)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, xsock: socket.socket,
-                 host_pid: int, cgroup: Cgroup | None) -> None:
-        self.proc, self.sock, self.xsock, self.cgroup = proc, sock, xsock, cgroup
-        self.host_pid = host_pid
-
-    def stop(self) -> None:
-        try:
-            self.proc.kill()
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        self.sock.close()
-        self.xsock.close()
-        if self.cgroup is not None:
-            self.cgroup.remove()
-
-
-def _start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> _Holder:
-    why = namespaces_available()
-    if why:
-        raise SandboxUnavailable(why, fix="pass backend='local' (no isolation) or run as root")
-    cgroup = Cgroup.create(limits)
-    rlimits = {"RLIMIT_FSIZE": limits.max_file_mb << 20, "RLIMIT_CPU": limits.cpu_s,
-               "RLIMIT_CORE": 0, "RLIMIT_NOFILE": 4096}
-    if cgroup is None or not cgroup.pids:
-        rlimits["RLIMIT_NPROC"] = limits.max_processes
-    if cgroup is None or not cgroup.memory:
-        rlimits["RLIMIT_AS"] = limits.memory_mb << 20
-    cfg = {"uid": SANDBOX_UID, "gid": SANDBOX_GID, "disk_mb": limits.disk_mb,
-           "inodes": max(4096, limits.disk_mb * 256), "lowers": lowers,
-           "store": str(store.root.resolve()), "needed": _needed_paths(), "rlimits": rlimits}
-    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    xparent, xchild = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    ready_r, ready_w = os.pipe()
-    keep = (child.fileno(), xchild.fileno(), ready_r, ready_w)
-    try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", HOLDER, *map(str, keep[:2]),
-                                 marshal.dumps(cfg).hex(), *map(str, keep[2:])], pass_fds=keep,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, env={"PATH": _PATH})
-    finally:
-        child.close()
-        xchild.close()
-        os.close(ready_r)
-        os.close(ready_w)
-    parent.settimeout(30)
-    try:
-        msg = marshal.loads(parent.recv(65536) or marshal.dumps({"ready": False}))
-    except (OSError, ValueError, EOFError, TypeError) as e:
-        msg = {"ready": False, "msg": str(e)}
-    if not msg.get("ready"):
-        proc.kill()
-        err = proc.communicate()[1].decode(errors="replace").strip().splitlines()
-        parent.close()
-        xparent.close()
-        if cgroup is not None:
-            cgroup.remove()
-        why = msg.get("msg") or (err[-1] if err else "holder exited")
-        raise SandboxUnavailable(f"cannot create the namespace sandbox: {why}",
-                                 fix="use backend='local' (no isolation) on this machine")
-    assert proc.stderr is not None
-    proc.stderr.close()
-    parent.settimeout(None)
-    if cgroup is not None:  # the spawner first: commands inherit its groups
-        cgroup.add(proc.pid)
-        cgroup.add(msg["host_pid"])
-    return _Holder(proc, parent, xparent, msg["host_pid"], cgroup)
 
 
 class NamespaceSandbox:
@@ -163,6 +67,9 @@ class NamespaceSandbox:
     backend = "namespace"
 
     def __init__(self, layer_ids: Sequence[str], store: LayerStore, limits: Limits) -> None:
+        why = _launch.namespaces_available()
+        if why:
+            raise SandboxUnavailable(why, fix="pass backend='local' (no isolation) or run as root")
         if limits.network:
             raise ConfigError("the namespace backend has no network (loopback only)",
                               where="Limits.network", fix="leave network=False")
@@ -171,11 +78,17 @@ class NamespaceSandbox:
         self._current = list(self.layer_ids)
         self._lock = threading.Lock()
         self._seq = itertools.count()
-        self._h: _Holder | None = _start_holder(self._current, store, limits)
-        self._finalizer = weakref.finalize(self, _Holder.stop, self._h)
+        self._h: Holder | None = POOL.take(store, limits)
+        if self._h is None:
+            self._h = start_holder(self._current, store, limits)
+            self._finalizer = weakref.finalize(self, Holder.stop, self._h)
+        else:
+            self._finalizer = weakref.finalize(self, Holder.stop, self._h)
+            self._remount(self._current)
+        POOL.refill(store, limits)
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _holder(self) -> _Holder:
+    def _holder(self) -> Holder:
         if self._h is None:
             raise SandboxError("the sandbox is closed", fix="open a new sandbox")
         return self._h
