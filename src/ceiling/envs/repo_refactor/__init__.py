@@ -3,6 +3,14 @@
 Importing this package registers its templates (see ``ceiling.envs.templates``).
 """
 
-from . import _t_bugfix, _t_dedup, _t_perf, _t_rename, _t_signature, _t_split  # noqa: F401
+from . import (  # noqa: F401
+    _t_bugfix,
+    _t_dedup,
+    _t_extract,
+    _t_perf,
+    _t_rename,
+    _t_signature,
+    _t_split,
+)
 
 __all__: list[str] = []
