@@ -1,0 +1,124 @@
+"""``ceiling bench rollout``: where a rollout's wall time goes, with a scripted policy.
+
+Measures, in one run and on the same machine:
+
+- the harness's cost per step (render the prompt + parse the reply) on real dialogues,
+  next to a bare sandbox ``exec("true")`` measured in the same run (ratio);
+- the environment's cost per step (``TaskEnv.step`` without the final verification) and
+  the verifier's time per episode, at the first level and at every level (contention);
+- episodes/s at several concurrency levels (default 1, 4, 16 live episodes) over the same
+  cards, with the speed-up against concurrency 1;
+- the share of wall time spent outside the policy (scripted, so nearly all of it: this is
+  the runner's own overhead budget a model policy has to hide behind).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..cards import TaskCard
+from ..harness import Harness, HarnessConfig
+from ..policies import load_policy
+from ._runner import RunStats, run_episodes
+
+DEMO_TEMPLATES = ("terminal_ops/demo-create-v1", "terminal_ops/demo-append-v1",
+                  "terminal_ops/demo-copy-v1", "terminal_ops/demo-count-v1")
+
+
+def bench_cards(n: int) -> list[TaskCard]:
+    """``n`` small terminal_ops cards (the demo templates, distinct seeds)."""
+    from ..envs import make
+
+    return [make(DEMO_TEMPLATES[i % len(DEMO_TEMPLATES)], seed=1000 + i) for i in range(n)]
+
+
+def _harness_per_step_s(cards: Sequence[TaskCard], fmt: str, reps: int = 200) -> float:
+    """Mean seconds to render a prompt and parse a reply, on dialogues of ~6 turns."""
+    h = Harness(HarnessConfig(format=fmt))  # type: ignore[arg-type]
+    from ..tools import Action
+
+    acts = [Action("run", {"cmd": "ls -la"}), Action("read", {"path": "notes.txt"}),
+            Action("write", {"path": "a.txt", "content": "x\ny\n"})]
+    dialogues = []
+    for c in cards[:4]:
+        d = h.start(c)
+        for i in range(6):
+            a = acts[i % len(acts)]
+            d.add(d.format_reply(a), a, "line\n" * 20)
+        dialogues.append(d)
+    replies = [d.format_reply(acts[0]) for d in dialogues]
+    t = time.perf_counter()
+    for _ in range(reps):
+        for d, r in zip(dialogues, replies, strict=True):
+            d.request()
+            d.parse(r)
+    return (time.perf_counter() - t) / (reps * len(dialogues))
+
+
+def _bare_exec_s(backend: str, reps: int = 20) -> float:
+    from ..sandbox import open_sandbox
+
+    with open_sandbox([{}], backend=backend) as sb:
+        sb.exec("true")
+        t = time.perf_counter()
+        for _ in range(reps):
+            sb.exec("true")
+        return (time.perf_counter() - t) / reps
+
+
+def run_bench(*, n_cards: int = 16, levels: Sequence[int] = (1, 4, 16),
+              backend: str = "namespace", fmt: str = "line", workers: int | None = None,
+              policy_spec: str = "scripted:oracle", progress: bool = False) -> dict[str, Any]:
+    """The benchmark report (a JSON-able dict)."""
+    cards = bench_cards(n_cards)
+    harness_s = _harness_per_step_s(cards, fmt)
+    bare_s = _bare_exec_s(backend)
+    per_level: dict[str, Any] = {}
+    base_rate = None
+    first: dict[str, float] = {}
+    for level in levels:
+        st = RunStats()
+        trajs = run_episodes(cards, load_policy(policy_spec), HarnessConfig(format=fmt),  # type: ignore[arg-type]
+                             backend=backend, concurrency=level,
+                             workers=workers or max(1, level), progress=progress, stats=st,
+                             seed=0)
+        rate = len(trajs) / st.wall_s if st.wall_s > 0 else 0.0
+        base_rate = base_rate or rate
+        passed = sum(t.passed for t in trajs)
+        # the last step of an episode includes grading: keep it out of the step cost
+        env_steps = [x.env_s for t in trajs for x in t.turns[:-1]]
+        verify = [t.timings.get("verify_s", 0.0) for t in trajs]
+        env_step_s = statistics.mean(env_steps) if env_steps else 0.0
+        verify_s = statistics.mean(verify) if verify else 0.0
+        first = first or {"env_step_s": env_step_s, "verify_s": verify_s}
+        per_level[str(level)] = {
+            "episodes": len(trajs), "passed": passed, "steps": st.steps, "rounds": st.rounds,
+            "wall_s": round(st.wall_s, 3), "episodes_per_s": round(rate, 3),
+            "speedup_vs_1": round(rate / base_rate, 3) if base_rate else None,
+            "policy_s": round(st.policy_s, 4),
+            "outside_policy_share": round(1 - st.policy_s / st.wall_s, 4) if st.wall_s else None,
+            "infra_errors": sum(t.outcome == "infra_error" for t in trajs),
+            "env_step_ms": round(env_step_s * 1e3, 3),
+            "verify_ms_per_episode": round(verify_s * 1e3, 1),
+        }
+    env_step_s, verify_s = first.get("env_step_s", 0.0), first.get("verify_s", 0.0)
+    return {
+        "bench": "rollout", "policy": policy_spec, "harness_format": fmt, "backend": backend,
+        "cards": n_cards,
+        "per_step": {
+            "harness_ms": round(harness_s * 1e3, 4),
+            "env_step_ms": round(env_step_s * 1e3, 3),
+            "bare_exec_ms": round(bare_s * 1e3, 3),
+            "harness_vs_bare_exec": round(harness_s / bare_s, 4) if bare_s else None,
+            "env_step_vs_bare_exec": round(env_step_s / bare_s, 3) if bare_s else None,
+        },
+        "verify_ms_per_episode": round(verify_s * 1e3, 1),
+        "note": "per_step and verify figures come from the first (lowest) concurrency level; "
+                "each level reports its own under contention",
+        "concurrency": per_level,
+        "baseline": "bare sandbox exec('true') in the same run; speed-ups against "
+                    "concurrency 1 in the same run",
+    }
