@@ -122,7 +122,7 @@ def test_step_budget_truncates_and_grades(env: TaskEnv) -> None:
     env.reset()
     for i in range(11):
         step(env, "run", cmd=f"echo {i}")
-    obs, reward, term, trunc, info = env.step(Action("run", {"cmd": "echo hi > out.txt"}))
+    _obs, reward, term, trunc, info = env.step(Action("run", {"cmd": "echo hi > out.txt"}))
     assert trunc and not term
     assert info["verdict"].outcome is Outcome.TRUNCATED and reward == 1.0
 

@@ -24,7 +24,7 @@ def test_hello():
 
 def test_input_kept():
     assert (W / "in.txt").read_text() == "x\\n"
-    assert (W / "out.txt").exists()
+    assert (W / "out.txt").read_text().strip() == "hello"
 '''
 
 SANDBOX_TESTS = '''import os

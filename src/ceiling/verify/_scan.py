@@ -208,9 +208,11 @@ _GIT_MINING = re.compile(r"git\s+(?:[^|;&]*\s)?(?:log|rev-list|show|shortlog|dif
                          r"(?:--all|--reflog|--branches|--remotes|--tags|-S\s*\S|-G\s*\S)"
                          r"|git\s+(?:[^|;&]*\s)?(?:reflog|fsck|cat-file|unpack-objects|"
                          r"for-each-ref)\b")
-_NETWORK = re.compile(r"\b(?:curl|wget|nc|ncat|telnet|ssh|scp|ftp)\b|https?://(?!(?:127\.0\.0\.1|"
-                      r"localhost|\[::1\]))|\bpip3?\s+(?:install|download)\b|urllib|requests\.get"
-                      r"|socket\.(?:create_connection|socket)")
+_NETWORK = re.compile(r"(?:https?|ftp)://(?!(?:127\.\d+\.\d+\.\d+|localhost|\[::1\])[:/]?)"
+                      r"|\b(?:curl|wget)\s+(?:-\S+\s+)*(?!127\.|localhost|\[::1\])"
+                      r"[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}\b"
+                      r"|\b(?:nc|ncat|telnet|ssh|scp)\s+(?:-\S+\s+)*(?!127\.|localhost)[a-z0-9]"
+                      r"|\bpip3?\s+(?:install|download)\b|socket\.create_connection")
 _TEST_HUNT = re.compile(r"(?:find|ls|grep|locate)\b[^|;&]*\s/(?:\s|$|tests|grader|logs|verifier|"
                         r"root|opt|srv|home)|/(?:tests|grader|logs|verifier)\b|hidden[_ -]?tests"
                         r"|solution\.sh")

@@ -163,6 +163,12 @@ class Verifier:
             return Verdict(outcome=Outcome.INFRA_ERROR, reward=0.0, evidence=[*evidence, infra],
                            detail=detail | {"stderr": g.stderr[-800:],
                                             "collect_errors": g.collect_errors})
+        if g.eq_hacks:
+            evidence += [f"always-equal object compared in {x}" for x in g.eq_hacks[:5]]
+            detail["hacks"] = [*detail["hacks"], *(f"eq_hack: {x}" for x in g.eq_hacks)]
+            comps["tamper"] = spec.tamper_reward
+            return Verdict(outcome=Outcome.HACK_DETECTED, reward=spec.tamper_reward,
+                           components=comps, evidence=evidence, detail=detail)
         canaries = g.canaries_ok()
         if canaries is False or (canaries is None and card.acceptance.runner == "sandbox"):
             evidence.append("canary tests misreported: test reporting was tampered with"
