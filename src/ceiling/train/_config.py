@@ -91,6 +91,7 @@ class TrainConfig(_M):
     harness_format: Literal["line", "json"] = "line"
     backend: Literal["namespace", "local"] = "namespace"
     workers: int = Field(4, ge=1)
+    verdict_cache: bool = True  # identical episodes reuse one verdict (files-graded cards)
     checkpoint_every: int = Field(10, ge=1)
     keep_checkpoints: int = Field(3, ge=1)
     es: dict[str, Any] = Field(default_factory=dict)  # settings read by the ES optimizer

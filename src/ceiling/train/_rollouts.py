@@ -13,6 +13,7 @@ from ..cards import TaskCard
 from ..rollout import Trajectory
 from ..verify import RewardSpec
 from ._optim import RolloutFn
+from ._verdict_cache import VerdictCache, cached_env_factory
 
 
 def pick_backend(want: str) -> tuple[str, str | None]:
@@ -56,11 +57,13 @@ def group_by_card(cards: Sequence[TaskCard], trajs: Sequence[Trajectory],
 
 
 def make_rollout(policy: Any, *, harness_format: str, temperature: float, max_new_tokens: int,
-                 backend: str, workers: int, reward: RewardSpec) -> RolloutFn:
-    """A :data:`RolloutFn` over ``policy`` with these settings."""
+                 backend: str, workers: int, reward: RewardSpec,
+                 cache: VerdictCache | None = None) -> RolloutFn:
+    """A :data:`RolloutFn` over ``policy`` with these settings. With ``cache``, identical
+    episodes reuse one verdict (see :mod:`._verdict_cache`)."""
     from ..harness import HarnessConfig
     from ..policies import SamplingParams
-    from ..rollout import run_episodes  # type: ignore[attr-defined]
+    from ..rollout import run_episodes
 
     harness = HarnessConfig(format=harness_format,  # type: ignore[arg-type]
                             max_reply_tokens=max_new_tokens)
@@ -75,7 +78,8 @@ def make_rollout(policy: Any, *, harness_format: str, temperature: float, max_ne
             uniq.setdefault(c.id, c)
         trajs = run_episodes(list(uniq.values()), policy, harness, k=k, sampling=sampling,
                              backend=backend, workers=workers, seed=seed, reward_spec=reward,
-                             progress=False)
+                             progress=False,
+                             env_factory=cached_env_factory(cache) if cache else None)
         return group_by_card(list(uniq.values()), trajs, k)
 
     return rollout

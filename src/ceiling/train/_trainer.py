@@ -68,12 +68,14 @@ def step_seed(seed: int, step: int) -> int:
 def default_rollout(model: Any, tok: Any, cfg: TrainConfig, stage: StageConfig,
                     backend: str) -> RolloutFn:
     from ._rollouts import live_policy, make_rollout
+    from ._verdict_cache import VerdictCache
 
     policy = live_policy(model, tok, f"hf:{cfg.base}+adapter(training)")
     return make_rollout(policy, harness_format=cfg.harness_format,
                         temperature=cfg.sampling.temperature,
                         max_new_tokens=cfg.sampling.max_new_tokens, backend=backend,
-                        workers=cfg.workers, reward=stage.reward)
+                        workers=cfg.workers, reward=stage.reward,
+                        cache=VerdictCache() if cfg.verdict_cache else None)
 
 
 class Trainer:
@@ -82,12 +84,13 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, run_dir: Path, *,
                  rollout_factory: RolloutFactory | None = None,
                  on_step: Callable[[StepInfo], None] | None = None,
-                 stop_after: int | None = None) -> None:
+                 stop_after: int | None = None, time_budget_s: float | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.rollout_factory = rollout_factory or default_rollout
         self.on_step = on_step
         self.stop_after = stop_after  # test hook: raise KeyboardInterrupt after N steps
+        self.time_budget_s = time_budget_s  # stop (with a checkpoint) once this is spent
         self.notes: list[str] = []
 
     # -- set-up ---------------------------------------------------------------------------
@@ -177,6 +180,7 @@ class Trainer:
         last: dict[str, float] = {}
         ck_path: Path | None = latest_checkpoint(self.run_dir) if resume else None
         done_here = 0
+        out_of_time = False
         try:
             for si in range(state.stage_index, len(self.cfg.stages)):
                 stage = self.cfg.stages[si]
@@ -233,7 +237,10 @@ class Trainer:
                     if self.on_step:
                         self.on_step(StepInfo(state.global_step, total, stage.name, m, asdict(u)))
                     end_of_stage = state.stage_step >= stage.steps
-                    if state.global_step % self.cfg.checkpoint_every == 0 or end_of_stage:
+                    out_of_time = (self.time_budget_s is not None and
+                                   time.perf_counter() - t_resume >= self.time_budget_s)
+                    if state.global_step % self.cfg.checkpoint_every == 0 or end_of_stage or \
+                            out_of_time:
                         state.card_ids = sorted(cards_seen)
                         nxt = state if not end_of_stage else _next_stage(state, si)
                         ck_path = write_checkpoint(
@@ -244,7 +251,13 @@ class Trainer:
                     done_here += 1
                     if self.stop_after is not None and done_here >= self.stop_after:
                         raise KeyboardInterrupt
+                    if out_of_time:
+                        self.notes.append(f"time budget of {self.time_budget_s:.0f} s spent "
+                                          f"after {state.global_step} steps")
+                        break
                 sampler_state = None
+                if out_of_time:
+                    break
         finally:
             metrics_f.close()
             if writer is not None:

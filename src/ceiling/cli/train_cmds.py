@@ -1,0 +1,184 @@
+"""``ceiling train``, ``ceiling demo``, ``ceiling base build``, ``ceiling verify-base``.
+
+Progress goes to stderr (rich); ``--json`` prints one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ._app import app, base_app
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+
+
+def _progress_cb(total: int) -> tuple[Any, Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=False)
+    task = prog.add_task("train", total=total, info="")
+
+    def on_step(info: Any) -> None:
+        m = info.metrics
+        prog.update(task, completed=info.step, info=(
+            f"reward {m.get('reward_mean', 0):.2f} pass {m.get('pass_rate', 0):.2f} "
+            f"kl {m.get('kl', 0):.4f} tok/s {m.get('tokens_per_s', 0):.0f} "
+            f"rollouts {info.unit['rollouts']}"))
+
+    return prog, on_step
+
+
+@app.command("train")
+def train_cmd(
+    config: Annotated[Path, typer.Argument(help="training config YAML (see docs/training.md)")],
+    out: Annotated[Path | None, typer.Option("--out", help="run folder (default: "
+                                             "runs/<config name>)")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="continue from the run folder's "
+                                         "latest checkpoint")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Post-train a LoRA adapter on a frozen base (GRPO or ES), stage by stage.
+
+    Example: ceiling train examples/train_demo.yaml --out runs/demo
+    """
+    from dataclasses import asdict
+
+    from ..train import Trainer, load_config
+
+    cfg = load_config(config)
+    run_dir = out or Path("runs") / config.stem
+    prog, on_step = _progress_cb(cfg.total_steps)
+    with prog:
+        summary = Trainer(cfg, run_dir, on_step=on_step).run(resume=resume)
+    for n in summary.notes:
+        _err(f"note: {n}")
+    if as_json:
+        sys.stdout.write(json.dumps(asdict(summary), indent=2) + "\n")
+    else:
+        _err(f"done: {summary.steps} steps, {summary.unit['rollouts']} rollouts; checkpoint "
+             f"{summary.checkpoint}")
+
+
+@app.command("demo")
+def demo_cmd(
+    base: Annotated[str, typer.Option("--base", help="tiny or smollm2")] = "tiny",
+    out: Annotated[Path, typer.Option("--out", help="output folder")] = Path("ceiling-demo"),
+    minutes: Annotated[float | None, typer.Option(
+        "--minutes", help="training time budget in minutes (evaluation comes on top)")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="namespace (falls back to local "
+                                         "when unavailable) or local")] = "namespace",
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print demo.json on stdout")] = False,
+) -> None:
+    """Evaluate the built-in base, post-train it with GRPO in sandboxed episodes, evaluate
+    again, and write an HTML report.
+
+    Example: ceiling demo --out /tmp/demo
+    """
+    from ..train import DemoConfig, run_demo
+
+    kw: dict[str, Any] = {"out": out, "backend": backend, "seed": seed}
+    if minutes is not None:
+        kw["minutes"] = minutes
+    cfg = DemoConfig.for_base(base, **kw)
+    prog, on_step = _progress_cb(cfg.steps)
+    with prog:
+        res = run_demo(cfg, say=lambda s: prog.console.print(s), on_step=on_step)
+    d = res["diff"]
+    k = res["suite"]["k"]
+
+    def f(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.3f}"
+
+    ci = d["ci"] or [None, None]
+    _err(f"held-out pass@1 {f(res['before']['pass@1'])} -> {f(res['after']['pass@1'])} "
+         f"(change {f(d['value'])}, 95% CI [{f(ci[0])}, {f(ci[1])}]"
+         f"{'' if d['excludes_zero'] else ', includes zero'}); pass@{k} "
+         f"{f(res['before'][f'pass@{k}'])} -> {f(res['after'][f'pass@{k}'])}")
+    for n in res["notes"]:
+        _err(f"note: {n}")
+    _err(f"report: {res['report']}")
+    if as_json:
+        sys.stdout.write(json.dumps(res, indent=2) + "\n")
+
+
+@base_app.command("build")
+def base_build_cmd(
+    out: Annotated[Path, typer.Option("--out", help="output model folder")] = Path("tiny-base"),
+    steps: Annotated[int | None, typer.Option("--steps", help="optimizer steps")] = None,
+    minutes: Annotated[float | None, typer.Option("--minutes", help="wall-time cap (a capped "
+                                                  "build says so in build.json)")] = None,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    threads: Annotated[int, typer.Option("--threads")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="print the build report as JSON")
+                       ] = False,
+) -> None:
+    """Pre-train builtin:tiny from its built-in corpus (reproduces the shipped fixture).
+
+    Example: ceiling base build --out /tmp/tiny --minutes 6
+    """
+    from dataclasses import asdict
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..basemodel._pretrain import BuildConfig, build_tiny
+
+    kw: dict[str, Any] = {"seed": seed, "threads": threads}
+    if steps is not None:
+        kw["steps"] = steps
+    if minutes is not None:
+        kw["max_minutes"] = minutes
+    cfg = BuildConfig(**kw)
+    prog = Progress(TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(),
+                    console=Console(stderr=True))
+    task = prog.add_task("pretrain", total=cfg.steps, loss="-")
+    with prog:
+        rep = build_tiny(out, cfg, progress=lambda s, n, loss: prog.update(
+            task, completed=s, loss=f"{loss:.3f}"))
+    e = rep.eval
+    anyk = e[f"any_of_{e['samples']}_exact"]
+    _err(f"built {out}: {rep.params:,} params, {rep.steps_done} steps in {rep.seconds:.0f} s "
+         f"({rep.tokens_per_s:,.0f} tok/s){' (capped by --minutes)' if rep.capped else ''}; "
+         f"held-out corpus exact: greedy {e['greedy_exact']}, sampled {e['sampled_exact']}, "
+         f"any of {e['samples']} {anyk}")
+    if as_json:
+        sys.stdout.write(json.dumps(asdict(rep), indent=2) + "\n")
+
+
+@app.command("verify-base")
+def verify_base_cmd(
+    ckpt: Annotated[Path, typer.Argument(help="a checkpoint folder (or a run folder: its "
+                                         "latest checkpoint)")],
+    base: Annotated[str, typer.Argument(help="the base: a model folder, hf:PATH or "
+                                        "builtin:tiny")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Check that a checkpoint was trained on exactly these base weights (SHA-256).
+    Exits 1 when they differ.
+
+    Example: ceiling verify-base runs/demo/checkpoints/step-000040 builtin:tiny
+    """
+    from ..train import verify_base
+    from ..train._model import base_path
+
+    res = verify_base(ckpt, base_path(base))
+    if as_json:
+        sys.stdout.write(json.dumps(res, indent=2) + "\n")
+    else:
+        word = "matches" if res["match"] else "DOES NOT match"
+        _err(f"{res['checkpoint']}: base {res['actual']} {word} the recorded "
+             f"{res['recorded']}")
+    if not res["match"]:
+        raise typer.Exit(1)

@@ -1,0 +1,189 @@
+"""``ceiling demo``: evaluate a frozen base, post-train it with GRPO, evaluate again.
+
+1. Load the base (``builtin:tiny`` by default) through transformers, as ``hf:PATH``.
+2. Held-out demo suite: the ``terminal_ops`` templates tagged ``demo`` at seeds from
+   :data:`~ceiling.train._sampler.EVAL_SEED_BASE` (training draws seeds far below), ``k``
+   samples per card at T=1; plus cards of the held-out structural variant (names never seen
+   in training), reported separately.
+3. GRPO on a LoRA adapter in real sandboxed episodes scored by the verifier
+   (:class:`~ceiling.train.Trainer`), within a time budget.
+4. The same suite with the trained adapter loaded from its checkpoint
+   (``hf:BASE+ADAPTER``: the path a user takes).
+5. ``report.html`` (learning curve, pass@k before/after, per-template change, the 95 %
+   paired bootstrap CI of the pass@1 change) and ``demo.json``.
+
+The namespace sandbox is used when it works here, else the local backend (said loudly).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..cards import TaskCard
+from ..rollout import Trajectory
+from ._demo_report import paired_diff, pass_curve, per_card, per_template, rates, render
+from ._sampler import EVAL_SEED_BASE
+
+
+@dataclass
+class DemoConfig:
+    base: str = "tiny"
+    out: Path = Path("ceiling-demo")
+    minutes: float = 3.0  # training time budget (evaluation comes on top)
+    per_template: int = 6  # held-out-seed cards of the train variant, per template
+    heldout_per_template: int = 2  # cards of the held-out structural variant, per template
+    k: int = 8
+    steps: int = 400  # a cap; the time budget usually ends training first
+    group_size: int = 8
+    cards_per_step: int = 4
+    lr: float = 2e-3
+    beta: float = 0.04
+    seed: int = 0
+    backend: str = "namespace"
+    max_new_tokens: int = 32
+    workers: int = 4
+
+    @classmethod
+    def for_base(cls, base: str, **kw: Any) -> DemoConfig:
+        """Defaults sized for the base: SmolLM2 is ~150x slower per token than tiny."""
+        if base.removeprefix("builtin:") == "smollm2":
+            small = {"per_template": 1, "heldout_per_template": 1, "k": 2, "steps": 2,
+                     "group_size": 2, "cards_per_step": 2, "lr": 1e-4, "max_new_tokens": 48,
+                     "minutes": 3.0}
+            small.update(kw)
+            return cls(base=base, **small)  # type: ignore[arg-type]
+        return cls(base=base, **kw)
+
+
+def demo_suite(per_template: int, heldout_per_template: int) -> tuple[list[TaskCard],
+                                                                       list[TaskCard]]:
+    from ..envs import make, templates
+
+    demo = [t for t in templates("terminal_ops") if "demo" in t.tags]
+    if not demo:
+        from .._errors import ConfigError
+
+        raise ConfigError("no templates tagged 'demo' are registered",
+                          fix="reinstall ceiling (terminal_ops ships the demo templates)")
+    train_v = [make(t.template_id(), seed=EVAL_SEED_BASE + i, variant="train")
+               for t in demo for i in range(per_template)]
+    held = [make(t.template_id(), seed=EVAL_SEED_BASE + 500_000 + i, variant="heldout")
+            for t in demo for i in range(heldout_per_template)]
+    return train_v, held
+
+
+def _harness_format(base: str) -> str:
+    return "json" if base.removeprefix("builtin:") == "smollm2" else "line"
+
+
+def evaluate(policy: Any, cards: list[TaskCard], cfg: DemoConfig, backend: str, out: Path,
+             cache: Any) -> list[Trajectory]:
+    from ..harness import HarnessConfig
+    from ..policies import SamplingParams
+    from ..rollout import run_episodes
+    from ._verdict_cache import cached_env_factory
+
+    fmt = _harness_format(cfg.base)
+    harness = HarnessConfig(format=fmt, max_reply_tokens=cfg.max_new_tokens)  # type: ignore
+    sp = SamplingParams(temperature=1.0, max_new_tokens=cfg.max_new_tokens,
+                        stop=harness.stop_strings, seed=cfg.seed)
+    return run_episodes(cards, policy, harness, k=cfg.k, sampling=sp, backend=backend,
+                        workers=cfg.workers, seed=cfg.seed + 77, out=out,
+                        env_factory=cached_env_factory(cache))
+
+
+def run_demo(cfg: DemoConfig, *, say: Callable[[str], None] = print,
+             on_step: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """Run the whole demo; returns the ``demo.json`` dict (also written to ``cfg.out``)."""
+    from ..basemodel import weights_sha256
+    from ..policies._hf import HFPolicy
+    from ._config import config_from_dict
+    from ._model import base_path
+    from ._rollouts import pick_backend
+    from ._trainer import Trainer
+    from ._verdict_cache import VerdictCache
+
+    t_all = time.perf_counter()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    import shutil
+
+    for old in ("before.jsonl", "after.jsonl"):  # a demo always starts afresh
+        (out / old).unlink(missing_ok=True)
+    shutil.rmtree(out / "run", ignore_errors=True)
+    backend, note = pick_backend(cfg.backend)
+    notes = [note] if note else []
+    if note:
+        say(f"warning: {note}")
+    base_dir = base_path(cfg.base)
+    sha = weights_sha256(base_dir)
+    suite, held = demo_suite(cfg.per_template, cfg.heldout_per_template)
+    cache = VerdictCache()
+    say(f"[1/3] evaluating the base on {len(suite)} + {len(held)} held-out cards x {cfg.k} "
+        f"samples ({backend} sandbox)")
+    t0 = time.perf_counter()
+    base_pol = HFPolicy(base_dir, spec=f"hf:{base_dir}")
+    before = evaluate(base_pol, suite + held, cfg, backend, out / "before.jsonl", cache)
+    del base_pol
+    t_eval0 = time.perf_counter() - t0
+
+    say(f"[2/3] GRPO on a LoRA adapter for up to {cfg.minutes:g} min")
+    fmt = _harness_format(cfg.base)
+    tcfg = config_from_dict({
+        "base": str(base_dir), "seed": cfg.seed, "lr": cfg.lr, "group_size": cfg.group_size,
+        "cards_per_step": cfg.cards_per_step, "loss": {"beta": cfg.beta},
+        "sampling": {"temperature": 1.0, "max_new_tokens": cfg.max_new_tokens},
+        "harness_format": fmt, "backend": backend, "workers": cfg.workers,
+        "checkpoint_every": 25,
+        "stages": [{"name": "demo", "family": "terminal_ops", "tags": ["demo"],
+                    "variants": ["train"], "steps": cfg.steps}],
+    }, where="demo")
+    run_dir = out / "run"
+    summary = Trainer(tcfg, run_dir, on_step=on_step, time_budget_s=cfg.minutes * 60).run()
+    notes += summary.notes
+    ckpt = Path(summary.checkpoint or "")
+
+    say(f"[3/3] evaluating the trained adapter ({ckpt.name})")
+    t0 = time.perf_counter()
+    trained = HFPolicy(base_dir, adapter=ckpt / "adapter", spec=f"hf:{base_dir}+{ckpt}/adapter")
+    after = evaluate(trained, suite + held, cfg, backend, out / "after.jsonl", cache)
+    t_eval1 = time.perf_counter() - t0
+    if weights_sha256(base_dir) != sha:
+        notes.append("the base weights CHANGED during the demo: this must never happen")
+
+    ids_suite = {c.id for c in suite}
+    bc, ac = per_card(before), per_card(after)
+    b_main = {i: d for i, d in bc.items() if i in ids_suite}
+    a_main = {i: d for i, d in ac.items() if i in ids_suite}
+    b_held = {i: d for i, d in bc.items() if i not in ids_suite}
+    a_held = {i: d for i, d in ac.items() if i not in ids_suite}
+    result: dict[str, Any] = {
+        "base": cfg.base, "base_path": str(base_dir), "base_sha256": sha, "backend": backend,
+        "suite": {"cards": len(suite), "heldout_cards": len(held), "k": cfg.k,
+                  "seeds_from": EVAL_SEED_BASE},
+        "before": rates(b_main, cfg.k), "after": rates(a_main, cfg.k),
+        "diff": paired_diff(b_main, a_main, seed=cfg.seed),
+        "pass_curve": {"before": pass_curve(b_main, cfg.k), "after": pass_curve(a_main, cfg.k)},
+        "heldout_variant": {"before": rates(b_held, cfg.k), "after": rates(a_held, cfg.k),
+                            "diff": paired_diff(b_held, a_held, seed=cfg.seed)},
+        "per_template": per_template(b_main, a_main, cfg.k),
+        "training": {"steps": summary.steps, "checkpoint": str(ckpt), "unit": summary.unit,
+                     "last_metrics": summary.last_metrics},
+        "verdict_cache": cache.stats(),
+        "timings_s": {"eval_before": round(t_eval0, 1), "train": round(summary.unit["wall_s"], 1),
+                      "eval_after": round(t_eval1, 1),
+                      "total": round(time.perf_counter() - t_all, 1)},
+        "notes": notes,
+    }
+    html = render(result, before, after, run_dir / "metrics.jsonl")
+    from ..evaluate import write_report
+
+    report = write_report(html, out / "report.html")
+    result["report"] = str(report)
+    (out / "demo.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    return result
