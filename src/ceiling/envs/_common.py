@@ -167,12 +167,13 @@ def transient(program: str, times: int = 1) -> Fault:
 
 def permission(path: str) -> Fault:
     """Workspace ``path`` starts with mode 000; the agent must restore sensible modes."""
-    return Fault(kind="permission", target=path, message=f"{path}: Permission denied")
+    return Fault(kind="permission", target=path, times=1, message=f"{path}: Permission denied")
 
 
 def missing_tool(program: str) -> Fault:
     """``program`` is not on PATH; another way to do the job exists."""
-    return Fault(kind="missing_tool", target=program, message=f"{program}: command not found")
+    return Fault(kind="missing_tool", target=program, times=1,
+                 message=f"{program}: command not found")
 
 
 def retry(line: str, times: int = 1) -> str:
@@ -228,19 +229,21 @@ def finish_card(template: type[Template], *, variant: str, instruction: str,
         raise ValueError("a fault card needs at least one fault")
     script = (f"# infeasible: the oracle gives up ({infeasible_reason})\n" if infeasible
               else "set -e\n" + "".join(ln + "\n" for ln in solution))
-    card = TaskCard(
-        id=template.template_id(), type=template.family,  # type: ignore[arg-type]
-        horizon=horizon_for_steps(steps), instruction=instruction,
-        budget=Budget(max_steps=max(20, 3 * steps), command_timeout_s=command_timeout_s,
-                      episode_timeout_s=max(300.0, 20.0 * steps)),
-        acceptance=Acceptance(tests=ids, protected=list(protected),
-                              runner=runner),  # type: ignore[arg-type]
-        faults=list(faults) if variant == "fault" else [],
-        feasible=not infeasible,
-        infeasible_reason=infeasible_reason if infeasible else None,
-        tags=sorted({*template.tags, *tags}),
-        template=template.template_id(),
-    )
+    # model_validate keeps the schema's defaults for every field not set here
+    budget = Budget.model_validate({"max_steps": max(20, 3 * steps),
+                                    "command_timeout_s": command_timeout_s,
+                                    "episode_timeout_s": max(300.0, 20.0 * steps)})
+    acceptance = Acceptance.model_validate({"tests": ids, "protected": list(protected),
+                                            "runner": runner})
+    card = TaskCard.model_validate({
+        "id": template.template_id(), "type": template.family,
+        "horizon": horizon_for_steps(steps), "instruction": instruction,
+        "budget": budget, "acceptance": acceptance,
+        "faults": list(faults) if variant == "fault" else [],
+        "feasible": not infeasible,
+        "infeasible_reason": infeasible_reason if infeasible else None,
+        "tags": sorted({*template.tags, *tags}), "template": template.template_id(),
+    })
     card.workspace = to_tree(workspace)
     card.tests = {m.filename: FileEntry.text(m.source) for m in modules}
     card.solution = script

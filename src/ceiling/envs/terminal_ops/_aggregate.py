@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from datetime import date, timedelta
+from typing import ClassVar
 
 from ...cards import TaskCard
 from .._common import TestModule, finish_card, missing_tool
@@ -32,7 +33,7 @@ class LogAggregate(Template):
     family = "terminal_ops"
     name = "log-aggregate"
     summary = "count HTTP status codes per day from access logs into report files"
-    horizons = {1: "short", 2: "medium", 3: "long"}
+    horizons: ClassVar[dict[int, str]] = {1: "short", 2: "medium", 3: "long"}
     tags = ("text", "aggregate")
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:

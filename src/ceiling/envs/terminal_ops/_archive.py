@@ -20,6 +20,7 @@ import gzip
 import io
 import random
 import tarfile
+from typing import ClassVar
 
 from ...cards import TaskCard
 from .._common import TestModule, finish_card, missing_tool, text_block, unique_names, word_pool
@@ -61,7 +62,7 @@ class ArchiveExtract(Template):
     family = "terminal_ops"
     name = "archive-extract"
     summary = "tar.gz each data folder's csv files; extract incoming bundles"
-    horizons = {1: "short", 2: "medium", 3: "long"}
+    horizons: ClassVar[dict[int, str]] = {1: "short", 2: "medium", 3: "long"}
     tags = ("files", "archives")
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:
@@ -97,8 +98,8 @@ class ArchiveExtract(Template):
         broken = None
         if variant == "infeasible":
             broken = f"incoming/{bundles[0]}.tar.gz"
-            blob = workspace[broken]
-            workspace[broken] = blob[: len(blob) // 2]
+            whole = workspace[broken]
+            workspace[broken] = whole[: len(whole) // 2]
         tm = TestModule(helpers=_HELPERS)
         for i, (arc, want) in enumerate(sorted(backups.items())):
             tm.add(f"backup_{i}", f"assert members({arc!r}) == {want!r}")

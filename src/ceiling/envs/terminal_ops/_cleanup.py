@@ -14,6 +14,7 @@ nobody can tell which junk files must stay.
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from ...cards import TaskCard
 from .._common import TestModule, finish_card, retry, transient, unique_names, word_pool
@@ -27,7 +28,7 @@ class CleanupExcept(Template):
     family = "terminal_ops"
     name = "cleanup-except"
     summary = "delete junk files by pattern, except those listed in a keep file"
-    horizons = {1: "short", 2: "medium", 3: "long"}
+    horizons: ClassVar[dict[int, str]] = {1: "short", 2: "medium", 3: "long"}
     tags = ("files", "cleanup")
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:

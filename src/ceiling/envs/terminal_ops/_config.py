@@ -15,6 +15,7 @@ config file that does not exist.
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from ...cards import TaskCard
 from .._common import TestModule, finish_card, pick, retry, transient, unique_names, word_pool
@@ -82,7 +83,7 @@ class ConfigEdit(Template):
     family = "terminal_ops"
     name = "config-edit"
     summary = "set, add and delete keys in config files without disturbing anything else"
-    horizons = {1: "short", 2: "medium", 3: "long"}
+    horizons: ClassVar[dict[int, str]] = {1: "short", 2: "medium", 3: "long"}
     tags = ("files", "config")
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:

@@ -56,7 +56,7 @@ _FAULT_PROGRAM: dict[str, str | None] = {
 class _DemoTemplate(Template):
     family = "terminal_ops"
     difficulties = (1,)
-    horizons = {1: "short"}
+    horizons: ClassVar[dict[int, str]] = {1: "short"}
     tags = ("demo", "single_file")
     op: ClassVar[str]
 

@@ -24,10 +24,10 @@ import random
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import ClassVar
 
 from ...cards import TaskCard, read_tree
-from .._common import TestModule, finish_card, retry, text_lines, transient, unique_names
-from .._common import word_pool
+from .._common import TestModule, finish_card, retry, text_lines, transient, unique_names, word_pool
 from .._registry import Template, Variant, register
 
 _BAD = {1: (1, 2), 2: (9, 14), 3: (30, 34)}
@@ -59,7 +59,7 @@ def build_repo(commits: list[tuple[str, str, dict[str, str]]]) -> tuple[dict, li
     with tempfile.TemporaryDirectory(prefix="ceiling-git-") as tmp:
         env, repo = _git_env(tmp), Path(tmp) / "repo"
         repo.mkdir()
-        run = lambda *a, **k: subprocess.run(["git", *a], cwd=repo, env=env, check=True,  # noqa: E731
+        run = lambda *a, **k: subprocess.run(["git", *a], cwd=repo, env=env, check=True,
                                              capture_output=True, **k)
         # what `git init --template= -b main` writes, without the extra process
         for d in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
@@ -118,7 +118,7 @@ class GitRevert(Template):
     family = "terminal_ops"
     name = "git-revert"
     summary = "revert bad commits with git revert, without rewriting history"
-    horizons = {1: "short", 2: "medium", 3: "long"}
+    horizons: ClassVar[dict[int, str]] = {1: "short", 2: "medium", 3: "long"}
     tags = ("git",)
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:
@@ -159,7 +159,7 @@ class GitRevert(Template):
         bad_shas = [shas[i] for i in bad_idx]
         listed = list(bad_shas)
         if variant == "infeasible":
-            ghost = "%040x" % rng.getrandbits(160)
+            ghost = f"{rng.getrandbits(160):040x}"
             listed.insert(rng.randrange(len(listed) + 1), ghost)
         if not heldout:
             workspace["REVERT.txt"] = "".join(f"{s}\n" for s in listed)

@@ -17,6 +17,7 @@ holds whether or not the sandbox enforces them during the episode.
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from ...cards import FileEntry, TaskCard
 from .._common import TestModule, finish_card, retry, transient, unique_names, word_pool
@@ -38,7 +39,7 @@ class PermRepair(Template):
     family = "terminal_ops"
     name = "perm-repair"
     summary = "repair mangled file modes (scripts 755, configs/data 644, secrets 600)"
-    horizons = {1: "short", 2: "medium", 3: "long"}
+    horizons: ClassVar[dict[int, str]] = {1: "short", 2: "medium", 3: "long"}
     tags = ("files", "permissions")
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:

@@ -14,6 +14,7 @@ forbids deleting any file while some log already holds ``K`` rotations.
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from ...cards import TaskCard
 from .._common import TestModule, finish_card, retry, transient, unique_names, word_pool
@@ -34,7 +35,7 @@ class LogRotate(Template):
     family = "terminal_ops"
     name = "log-rotate"
     summary = "rotate NAME.log files (shift .1 .2 …, keep K, recreate empty logs)"
-    horizons = {1: "short", 2: "medium", 3: "long"}
+    horizons: ClassVar[dict[int, str]] = {1: "short", 2: "medium", 3: "long"}
     tags = ("files", "logs")
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:

@@ -17,6 +17,7 @@ missing from the workspace and cannot be recreated.
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 from ...cards import TaskCard
 from .._common import TestModule, finish_card, retry, shq, transient, unique_names, word_pool
@@ -62,7 +63,7 @@ class ScriptRepair(Template):
     family = "terminal_ops"
     name = "script-repair"
     summary = "fix injected bugs in shell scripts so they produce the right summaries"
-    horizons = {1: "short", 2: "medium", 3: "long"}
+    horizons: ClassVar[dict[int, str]] = {1: "short", 2: "medium", 3: "long"}
     tags = ("scripts", "debugging")
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:
