@@ -4,6 +4,6 @@
 Importing this package registers its templates.
 """
 
-from . import fx, merge, paging, refund, restock  # noqa: F401
+from . import fx, merge, paging, refund, restock, warranty  # noqa: F401
 
 __all__: list[str] = []
