@@ -94,8 +94,8 @@ def validate_cmd(
 
 @app.command("redteam")
 def redteam_cmd(
-    family: Annotated[str | None, typer.Option("--family", help="one family (default: all "
-                                               "registered families)")] = None,
+    family: Annotated[str | None, typer.Option("--family", help="one family or template id "
+                                               "(default: all registered families)")] = None,
     n: Annotated[int, typer.Option("--n", min=1, help="cards per template")] = 1,
     exploit: Annotated[list[str] | None, typer.Option("--exploit", help="run only this "
                                                       "exploit (repeatable)")] = None,
@@ -110,11 +110,11 @@ def redteam_cmd(
 
     Example: ceiling redteam --family terminal_ops --json
     """
-    from ..envs import templates
+    from ..envs import get_template, templates
     from ..verify._validate import cards_for, redteam
 
     _check_backend(backend)
-    tmpls = templates(family)
+    tmpls = [get_template(family)] if family and "/" in family else templates(family)
     cards = [c for t in tmpls for c in cards_for(t.template_id(), n)]
     from ..verify.exploits import EXPLOITS
 
