@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     _t_rename,
     _t_signature,
     _t_split,
+    _t_validation,
 )
 
 __all__: list[str] = []
