@@ -208,12 +208,14 @@ def finish_card(template: type[Template], *, variant: str, instruction: str,
                 solution: Sequence[str], faults: Sequence[Fault] = (),
                 infeasible_reason: str | None = None, protected: Sequence[str] = (),
                 runner: str = "files", tags: Sequence[str] = (),
-                command_timeout_s: float = 10.0, base_layers: Sequence[Files] = ()) -> TaskCard:
+                command_timeout_s: float = 30.0, base_layers: Sequence[Files] = ()) -> TaskCard:
     """Assemble a generated card.
 
     The horizon comes from the oracle's step count (:func:`oracle_steps`; for an infeasible
     card, the count the feasible twin would need — pass its lines as ``solution``); the step
-    budget is ``max(20, 3 × steps)`` so that an agent can explore and recover. An infeasible
+    budget is ``max(20, 3 × steps)`` so that an agent can explore and recover, and the
+    per-command timeout (default 30 s) must cover the whole oracle, which the scripted
+    oracle plan runs as a single ``run``. An infeasible
     card's ``solution`` becomes a comment naming the reason (its oracle gives up). ``make``
     fills in id, seed, split and ``feasible``.
     """

@@ -125,4 +125,4 @@ class ArchiveExtract(Template):
             solution=lines, faults=[missing_tool("gzip")] if fault else [],
             infeasible_reason=f"{broken} is truncated and cannot be extracted",
             protected=["incoming/*", "data/**/*"],
-            command_timeout_s=20.0)
+            command_timeout_s=60.0)

@@ -184,4 +184,4 @@ class GitRevert(Template):
             type(self), variant=variant, instruction=instr, workspace=workspace, tests=tm,
             solution=lines, faults=[transient("git")] if variant == "fault" else [],
             infeasible_reason="REVERT.txt lists a commit that is not in the repository",
-            protected=[] if heldout else ["REVERT.txt"], runner="sandbox")
+            protected=[] if heldout else ["REVERT.txt"], runner="sandbox", command_timeout_s=60.0)
