@@ -171,7 +171,9 @@ def _lines():
 '''
 
 _DB_HELPERS = '''
+import shutil
 import sqlite3
+import tempfile
 
 
 def _rows(query):
@@ -179,7 +181,13 @@ def _rows(query):
         raise AssertionError("infeasible card (" + INFEASIBLE + "): the right move is give_up")
     p = WS / {db!r}
     assert p.is_file() and not p.is_symlink(), "the database is missing"
-    con = sqlite3.connect("file:" + str(p) + "?mode=ro&immutable=1", uri=True)
+    tmp = Path(tempfile.mkdtemp()) / "db.sqlite"  # a private copy: the workspace stays as is
+    shutil.copyfile(p, tmp)
+    for side in ("-wal", "-journal"):
+        q = Path(str(p) + side)
+        if q.is_file() and not q.is_symlink():
+            shutil.copyfile(q, Path(str(tmp) + side))
+    con = sqlite3.connect(str(tmp))
     try:
         return [tuple(r) for r in con.execute(query)]
     finally:
