@@ -29,7 +29,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         f"run {s.get('name') or s['run_id']} (id {s['run_id']}, key {s['key']})",
         (f"  policy {s['policy']}  suite {s['suite']}  cards {s['cards']}  episodes "
         f"{s['episodes']}  k {s['k']}"),
-        f"  pass@1 {_r(s['pass@1'])}   pass@{s['k']} {_r(s['pass@k'])}",
+        f"  pass@1 {_r(s['pass@1'])}"
+        + (f"   pass@{s['k']} {_r(s['pass@k'])}" if s["k"] > 1 else ""),
         "  outcomes " + ", ".join(f"{k} {v}" for k, v in s["outcomes"].items() if v),
         "  by horizon " + ", ".join(f"{k} {_r(v)}" for k, v in s["by_horizon"].items()),
         "  by type " + ", ".join(f"{k} {_r(v)}" for k, v in s["by_type"].items()),
