@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def test_key_covers_its_parts_and_ignores_the_sampling_seed() -> None:
 
 def test_store_round_trip_names_and_schema(tmp_path: Path) -> None:
     store = Store()
-    assert store.path.parent == Path(__import__("os").environ["CEILING_HOME"])
+    assert store.path.parent == Path(os.environ["CEILING_HOME"])
     _run(store, tmp_path, "good", {"*": ["solved", "solved"]})
     rec = store.get("good")
     assert rec.summary["pass@1"]["value"] == 1.0 and rec.summary["run_id"] == rec.id
@@ -130,3 +131,16 @@ def test_compare_refuses_different_keys_unless_forced(tmp_path: Path) -> None:
         compare(store, "a", "b")
     c = compare(store, "a", "b", force=True)
     assert c["forced"] and c["differing_parts"] == ["harness", "sampling"]
+
+
+def test_named_run_folder_resumes_only_with_the_same_settings() -> None:
+    from ceiling.evaluate._evaluate import _run_dir
+
+    store = Store()
+    d = _run_dir(store, "id1", "nightly", {"policy": "a", "k": 4})
+    assert d.name == "name-nightly" and (d / "run.json").is_file()
+    (d / "trajectories.jsonl").write_text("")  # an interrupted run left its file
+    assert _run_dir(store, "id2", "nightly", {"policy": "a", "k": 4}) == d  # resume
+    with pytest.raises(ConfigError, match="other settings"):
+        _run_dir(store, "id3", "nightly", {"policy": "b", "k": 4})
+    assert _run_dir(store, "id4", None, {"policy": "b"}).name == "id4"
