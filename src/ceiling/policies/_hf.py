@@ -49,6 +49,10 @@ class HFPolicy:
     def __init__(self, path: str | os.PathLike[str], adapter: str | os.PathLike[str] | None = None,
                  *, device: str | None = None, dtype: str = "float32", spec: str | None = None,
                  max_batch: int = 64, model: Any = None, tokenizer: Any = None) -> None:
+        if model is None or tokenizer is None:  # fail fast, before the heavy imports
+            _check_model_dir(path, "model")
+            if adapter is not None:
+                _check_model_dir(adapter, "adapter")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -96,9 +100,17 @@ class HFPolicy:
                                                   add_generation_prompt=True)
         return str(text), False
 
-    def encode(self, req: PolicyRequest) -> list[int]:
+    def encode(self, req: PolicyRequest, max_new_tokens: int = 0) -> list[int]:
+        """Prompt token ids. A prompt longer than the model's context (less the reply
+        budget) keeps its LAST tokens: the recorded ``prompt_token_ids`` are the ids the
+        model actually saw. Use a harness history window to avoid the cut."""
         text, special = self.render(req)
-        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+        ids = list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+        limit = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        if isinstance(limit, int) and len(ids) + max_new_tokens > limit:
+            keep = max(1, limit - max_new_tokens)
+            ids = ids[-keep:]
+        return ids
 
     # -- generation ----------------------------------------------------------------------
     def generate(self, requests: Sequence[PolicyRequest],
@@ -107,7 +119,7 @@ class HFPolicy:
         encoded: list[tuple[int, list[int]]] = []
         for i, req in enumerate(requests):
             try:
-                encoded.append((i, self.encode(req)))
+                encoded.append((i, self.encode(req, sampling.max_new_tokens)))
             except Exception as e:  # noqa: BLE001 - becomes Generation(error=...)
                 out[i] = Generation(text="", finish_reason="error", error=str(e))
         for start in range(0, len(encoded), self.max_batch):

@@ -63,8 +63,7 @@ def load_policy(spec: str, **kwargs: Any) -> Policy:
         from ._hf import HFPolicy
 
         name, adapter = (rest.split("+", 1) + [None])[:2] if "+" in rest else (rest, None)
-        path = resolve_builtin(str(name))
-        return HFPolicy(path, adapter, spec=spec, **kwargs)
+        return HFPolicy(resolve_builtin(str(name)), adapter, spec=spec, **kwargs)
     if kind == "openai":
         from ._openai import OpenAIPolicy
 
