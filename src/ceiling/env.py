@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Any, ClassVar
+from typing import Any, cast
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -41,6 +41,7 @@ from .cards import TaskCard
 from .sandbox import Limits, open_sandbox
 from .tools import ENDING_TOOLS, Action, card_tools, check_args, run_card_tool
 from .verify import RewardSpec, Verdict, Verifier
+from .verify._verifier import Ended
 
 MAX_TEXT = 1 << 24
 
@@ -88,7 +89,7 @@ class TaskEnv(gym.Env[str, Any]):
     per-command timeout); ``verifier`` replaces the default :class:`~ceiling.verify.Verifier`.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 - gymnasium API
 
     def __init__(self, card: TaskCard, backend: str = "namespace",
                  reward_spec: RewardSpec | None = None, limits: Limits | None = None,
@@ -149,7 +150,7 @@ class TaskEnv(gym.Env[str, Any]):
         reward = 0.0
         if terminated or truncated:
             self._done = True
-            ended = act.tool if terminated else "truncated"
+            ended = cast(Ended, act.tool if terminated else "truncated")
             self.verdict = self.verifier.verify(self.card, self._sb, ended=ended,
                                                 history=self.history)
             reward = float(self.verdict.reward)
@@ -192,14 +193,14 @@ class TaskEnv(gym.Env[str, Any]):
         except ValueError as e:
             msg = str(e)
             return Action("invalid", {"raw": str(raw)[:200]}), f"[error] {msg}", msg
-        msg = check_args(act.tool, act.args, self.tools)
-        if msg is not None:
-            return act, f"[error] {msg}", msg
+        bad = check_args(act.tool, act.args, self.tools)
+        if bad is not None:
+            return act, f"[error] {bad}", bad
         try:
             obs, err = self._run_tool(act)
         except Exception as e:  # noqa: BLE001 - sandbox trouble is reported, the episode goes on
-            err = f"{type(e).__name__}: {e}"
-            obs = f"[error] {err}"
+            msg = f"{type(e).__name__}: {e}"
+            return act, f"[error] {msg}", msg
         return act, obs, err
 
     def _run_tool(self, act: Action) -> tuple[str, str | None]:

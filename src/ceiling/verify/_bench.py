@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..cards import TaskCard, write_tree
 from ._plans import oracle_plan
@@ -68,14 +68,16 @@ def bench_env(cards: Sequence[TaskCard], *, backend: str = "namespace") -> dict[
 
     plan = oracle_plan()
     verifier = _TimingVerifier()
-    verify_s, episode_s, outcomes = [], [], {}
+    verify_s: list[float] = []
+    episode_s: list[float] = []
+    outcomes: dict[str, int] = {}
     t_all = time.perf_counter()
     for card in cards:
         t0 = time.perf_counter()
         env = TaskEnv(card, backend=backend, verifier=verifier)
         try:
             env.reset(seed=0)
-            done, info = False, {}
+            done, info = False, cast(dict[str, Any], {})
             while not done:
                 _o, _r, term, trunc, info = env.step(plan.next_action(card, env.history))
                 done = term or trunc
