@@ -77,3 +77,14 @@ def test_store_dedupes_and_chains(tmp_path: Path, tree: dict[str, FileEntry]) ->
     assert store.expand([a, b, a]) == [a, b]
     with pytest.raises(Exception, match="no layer"):
         store.expand(["0" * 64])
+
+
+def test_root_owned_layer_is_handed_to_sandbox_user(tree: dict[str, FileEntry]) -> None:
+    if os.geteuid() != 0 or _launch.namespaces_available():
+        pytest.skip("needs root and the namespace backend")
+    store = LayerStore()
+    lid = store.put_tree(tree)
+    for p in [store.path(lid), *store.path(lid).rglob("*")]:
+        os.lchown(p, 0, 0)  # as an older ceiling left it
+    with open_sandbox([lid], store=store) as sb:
+        assert sb.exec("echo new >> a.txt && mkdir src/sub && cat a.txt").stdout == "hello\nnew\n"

@@ -1,8 +1,15 @@
-"""Sandboxes: isolated, layered workspaces that reset in milliseconds.
+"""Sandboxes: isolated, layered workspaces that reset in about a millisecond.
 
 ``open_sandbox(layers, backend=...)`` is the one door. ``layers`` are file trees or layer
-ids, lowest first. Backends: ``namespace`` (Linux namespaces + overlayfs; the default) and
-``local`` (a temp-dir copy with no isolation; must be asked for by name).
+ids (a checkpoint id brings its parents), lowest first. Backends:
+
+- ``namespace`` (default; Linux, root): commands run as an unprivileged user in their own
+  mount, PID, network (loopback only), IPC and UTS namespaces over an overlay of the layers;
+  see :mod:`ceiling.sandbox._namespace` for the design and what it does *not* isolate.
+- ``local``: a temp-dir copy with no isolation; must be asked for by name and warns
+  (:class:`LocalSandboxWarning`) on every start.
+
+See ``docs/sandbox.md``; ``ceiling bench sandbox --json`` measures it.
 """
 
 from __future__ import annotations
@@ -11,7 +18,8 @@ from collections.abc import Mapping, Sequence
 
 from .._errors import ConfigError
 from ..cards import FileEntry
-from ._layers import LayerStore, ceiling_home
+from ._launch import namespaces_available
+from ._layers import SANDBOX_UID, LayerStore, ceiling_home
 from ._local import LocalSandbox, LocalSandboxWarning
 from ._types import WORKDIR, ExecResult, Limits, Sandbox
 
@@ -20,18 +28,24 @@ BACKENDS = ("namespace", "local")
 
 def open_sandbox(layers: Sequence[Mapping[str, FileEntry] | str], *, backend: str = "namespace",
                  limits: Limits | None = None, store: LayerStore | None = None) -> Sandbox:
-    """Open a sandbox over ``layers`` (file trees or layer ids, lowest first)."""
+    """Open a sandbox over ``layers`` (file trees or layer ids, lowest first).
+
+    Raises :class:`~ceiling._errors.SandboxUnavailable` (naming the ``local`` backend) when
+    the namespace backend cannot run here, :class:`~ceiling._errors.ConfigError` for an
+    unknown backend, :class:`~ceiling._errors.SandboxError` for an unknown layer id.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown sandbox backend {backend!r}", fix=f"use one of {BACKENDS}")
     store = store or LayerStore()
     ids = [x if isinstance(x, str) else store.put_tree(x) for x in layers]
     limits = limits or Limits()
     if backend == "local":
         return LocalSandbox(ids, store, limits)
-    if backend == "namespace":
-        from ._namespace import NamespaceSandbox
+    from ._namespace import NamespaceSandbox
 
-        return NamespaceSandbox(ids, store, limits)
-    raise ConfigError(f"unknown sandbox backend {backend!r}", fix=f"use one of {BACKENDS}")
+    return NamespaceSandbox(ids, store, limits)
 
 
-__all__ = ["BACKENDS", "WORKDIR", "ExecResult", "LayerStore", "Limits", "LocalSandbox",
-           "LocalSandboxWarning", "Sandbox", "ceiling_home", "open_sandbox"]
+__all__ = ["BACKENDS", "SANDBOX_UID", "WORKDIR", "ExecResult", "LayerStore", "Limits",
+           "LocalSandbox", "LocalSandboxWarning", "Sandbox", "ceiling_home",
+           "namespaces_available", "open_sandbox"]

@@ -222,6 +222,16 @@ class LayerStore:
                             shutil.copyfile(s, d)
                             os.chmod(d, stat.S_IMODE(st.st_mode))
 
+    def ensure_owned(self, ids: Iterable[str]) -> None:
+        """Give tree layers written by an older ceiling (owned by root) to the sandbox user,
+        so commands can modify what they copy up. One ``stat`` per layer when all is well."""
+        if os.geteuid() != 0:
+            return
+        for lid in ids:
+            p = self.path(lid)
+            if p.stat().st_uid != SANDBOX_UID and not self.meta(lid):
+                _chown_tree(p, SANDBOX_UID, SANDBOX_GID)
+
     def empty(self) -> str:
         """The id of the empty layer (an overlay needs at least one lower layer)."""
         return self.put_tree({})

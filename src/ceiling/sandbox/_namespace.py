@@ -75,6 +75,7 @@ class NamespaceSandbox:
                               where="Limits.network", fix="leave network=False")
         self.store, self.limits = store, limits
         self.layer_ids = store.expand(layer_ids) or [store.empty()]
+        store.ensure_owned(self.layer_ids)
         self._current = list(self.layer_ids)
         self._lock = threading.Lock()
         self._seq = itertools.count()
