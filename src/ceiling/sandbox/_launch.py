@@ -122,7 +122,11 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> Holder
 
 
 class HolderPool:
-    """At most one idle, pre-started holder per (store root, limits)."""
+    """At most one idle, pre-started holder per (store root, limits), and at most
+    :attr:`max_idle` in all (the oldest is stopped first): a test suite that gives every test
+    its own store does not pile up processes."""
+
+    max_idle = 2
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -170,10 +174,16 @@ class HolderPool:
             h = start_holder([store.empty()], store, limits)
         except Exception:  # noqa: BLE001 - a failed warm start only costs the next open time
             h = None
+        evicted: list[Holder] = []
         with self._lock:
             self._starting.discard(k)
             if h is not None:
                 self._idle.setdefault(k, []).append(h)
+            while sum(map(len, self._idle.values())) > self.max_idle:
+                oldest = next(iter(self._idle))
+                evicted += self._idle.pop(oldest)
+        for old in evicted:
+            old.stop()
 
     def settle(self) -> None:
         """Wait for the background starts in flight."""
