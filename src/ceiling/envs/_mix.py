@@ -81,8 +81,8 @@ class MixSpec(BaseModel):
     task_mix: dict[str, float]
     horizon: dict[str, float] | None = None
     variants: dict[str, float] = Field(default_factory=lambda: {"train": 1.0})
-    difficulty: DifficultyRange = Field(default_factory=DifficultyRange)
-    templates: TemplateFilter = Field(default_factory=TemplateFilter)
+    difficulty: DifficultyRange = Field(default_factory=lambda: DifficultyRange(min=0, max=10))
+    templates: TemplateFilter = Field(default_factory=lambda: TemplateFilter())
     scheme: Literal["raking", "independent"] = "raking"
 
 
@@ -251,12 +251,12 @@ class TaskMix:
 
     def expected_marginals(self) -> dict[str, dict[str, float]]:
         """The marginals the joint implies; compare with the targets to see any bias."""
-        by_t: Counter[str] = Counter()
-        by_h: Counter[str] = Counter()
+        by_t: dict[str, float] = {}
+        by_h: dict[str, float] = {}
         for (t, h), v in self._joint.items():
-            by_t[t] += v
-            by_h[h] += v
-        return {"type": dict(by_t), "horizon": dict(by_h)}
+            by_t[t] = by_t.get(t, 0.0) + v
+            by_h[h] = by_h.get(h, 0.0) + v
+        return {"type": by_t, "horizon": by_h}
 
     def draw(self, n: int, *, seed: int = 0) -> list[Draw]:
         """``n`` draws (no cards generated yet). Deterministic in (mix, registry, seed)."""
@@ -309,6 +309,13 @@ def horizon_of(template_id: str, difficulty: int) -> str:
     return _HORIZON_CACHE[key]
 
 
+def _sums(x: dict[tuple[str, str], float], axis: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c, v in x.items():
+        out[c[axis]] = out.get(c[axis], 0.0) + v
+    return out
+
+
 def _rake(joint: dict[tuple[str, str], float], p: dict[str, float], q: dict[str, float],
           iters: int = 2000, tol: float = 1e-12) -> dict[tuple[str, str], float]:
     """Iterative proportional fitting of ``joint`` to row sums ``p`` and column sums ``q``.
@@ -317,16 +324,12 @@ def _rake(joint: dict[tuple[str, str], float], p: dict[str, float], q: dict[str,
     x = dict(joint)
     for _ in range(iters):
         for margin, axis in ((q, 1), (p, 0)):  # types last: they hold when both cannot
-            sums: Counter[str] = Counter()
-            for c, v in x.items():
-                sums[c[axis]] += v
+            sums = _sums(x, axis)
             x = {c: (v * margin[c[axis]] / sums[c[axis]] if sums[c[axis]] > 0 else v)
                  for c, v in x.items()}
         err = 0.0
         for margin, axis in ((p, 0), (q, 1)):
-            sums = Counter()
-            for c, v in x.items():
-                sums[c[axis]] += v
+            sums = _sums(x, axis)
             err = max(err, *(abs(sums[k] - margin[k]) for k in margin))
         if err < tol:
             break
@@ -414,7 +417,7 @@ def distribution_report(mix: TaskMix, observed: Iterable[tuple[str, str, str, st
     dof = sum(1 for v in jp.values() if v > 0) - 1
     vw = mix.spec.variants
     horizon_target = mix.spec.horizon if mix.spec.horizon is not None else exp["horizon"]
-    report = {
+    report: dict[str, Any] = {
         "n": n, "scheme": mix.spec.scheme,
         "type": _table(by["type"], exp["type"], n, dict(mix.spec.task_mix)),
         "horizon": _table(by["horizon"], exp["horizon"], n, dict(horizon_target)),

@@ -18,7 +18,7 @@ the merge tickets, so deleting everything or moving orders anywhere else fails. 
 from __future__ import annotations
 
 import random
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ...cards import TaskCard
 from .._common import shq
@@ -110,7 +110,7 @@ class AccountMerge(Template):
         expected = [svc.ticket("merges", {"keep": keep_of[d], "drop": d}) for d in drops]
         final_customers = sorted((c[0],) for c in customers if c[0] not in keep_of)
         final_orders = sorted((o[0], keep_of.get(o[1], o[1])) for o in orders)
-        db_checks = {
+        db_checks: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
             "customers": ("SELECT id FROM customers ORDER BY id", final_customers),
             "orders": ("SELECT id, customer_id FROM orders ORDER BY id", final_orders),
         }

@@ -126,10 +126,10 @@ class IncidentPaging(Template):
             else:
                 sol.append(f"grep -h '^Owning team:' docs/runbooks/{comp}.md | head -n 1 | "
                            f"sed 's/^[^:]*: *//' > {WORK}/team_{i}.txt")
-            iid = field_expr(f"{WORK}/open.txt", i, 1)
-            sol.append(post_line(svc, "pages", {"incident_id": iid,
+            iid_x = field_expr(f"{WORK}/open.txt", i, 1)
+            sol.append(post_line(svc, "pages", {"incident_id": iid_x,
                                                 "team": f"$(cat {WORK}/team_{i}.txt)"},
-                                 "pages.txt", label=iid))
+                                 "pages.txt", label=iid_x))
         return build_card(type(self), difficulty=difficulty, variant=variant,
                           instruction=instruction, workspace={"shop.db": db, **docs}, svc=svc,
                           solution=sol, answer="pages.txt", expected=expected,

@@ -57,7 +57,7 @@ class RefundTopCustomer(Template):
         rates = {r: rng.randrange(10, 95, 5) for r in regions}
         names = name_pool(rng, n)
         customers = [(i + 1, names[i], rng.choice(regions)) for i in range(n)]
-        orders = []
+        orders: list[tuple[int, int, int, str]] = []
         for cid, _, _ in customers:
             for _ in range(rng.randint(0, 9)):
                 status = rng.choices(["delivered", "cancelled", "returned"], [6, 2, 1])[0]

@@ -133,10 +133,10 @@ class Restock(Template):
                 cat = field_expr(f"{WORK}/low.txt", i, 4)
                 sol.append(f'grep -h "^| {cat} |" docs/purchasing/categories.md | '
                            f"cut -d'|' -f3 | tr -d ' ' > {WORK}/mult_{i}.txt")
-            m = f"$(cat {WORK}/mult_{i}.txt)" if by_category else f"$(cat {WORK}/mult.txt)"
-            st, rp = field_expr(f"{WORK}/low.txt", i, 2), field_expr(f"{WORK}/low.txt", i, 3)
+            mx = f"$(cat {WORK}/mult_{i}.txt)" if by_category else f"$(cat {WORK}/mult.txt)"
+            st_x, rp_x = field_expr(f"{WORK}/low.txt", i, 2), field_expr(f"{WORK}/low.txt", i, 3)
             pack = field_expr(f"{WORK}/sup_{i}.txt", 1, 2)
-            quantity = f"$(( ( {m} * {rp} - {st} + {pack} - 1 ) / {pack} * {pack} ))"
+            quantity = f"$(( ( {mx} * {rp_x} - {st_x} + {pack} - 1 ) / {pack} * {pack} ))"
             sol.append(post_line(svc, "purchase-orders", {
                 "sku": sku, "supplier": field_expr(f"{WORK}/sup_{i}.txt", 1, 1),
                 "quantity": quantity}, "po.txt", label=sku))

@@ -130,8 +130,9 @@ class WarrantyClaims(Template):
             "FROM claims c JOIN orders o ON o.id = c.order_id WHERE c.status = 'open' "
             "ORDER BY c.id", f"{WORK}/claims.txt")]
         for i in range(1, k + 1):
-            cid, sku = field_expr(f"{WORK}/claims.txt", i, 1), field_expr(f"{WORK}/claims.txt", i, 2)
-            age = field_expr(f"{WORK}/claims.txt", i, 3)
+            cid_x = field_expr(f"{WORK}/claims.txt", i, 1)
+            sku = field_expr(f"{WORK}/claims.txt", i, 2)
+            age_x = field_expr(f"{WORK}/claims.txt", i, 3)
             if by_category:
                 sol.append(f"grep -h '^Category:' docs/manuals/{sku}.md | sed 's/^[^:]*: *//' > "
                            f"{WORK}/cat_{i}.txt")
@@ -140,10 +141,10 @@ class WarrantyClaims(Template):
             else:
                 sol.append(f"grep -h '^Warranty:' docs/manuals/{sku}.md | grep -o '[0-9][0-9]*'"
                            f" | head -n 1 > {WORK}/days_{i}.txt")
-            decision = (f"$(if [ {age} -le $(cat {WORK}/days_{i}.txt) ]; then echo approve; "
+            decision = (f"$(if [ {age_x} -le $(cat {WORK}/days_{i}.txt) ]; then echo approve; "
                         "else echo reject; fi)")
-            sol.append(post_line(svc, "decisions", {"claim_id": cid, "decision": decision},
-                                 "decisions.txt", label=cid))
+            sol.append(post_line(svc, "decisions", {"claim_id": cid_x, "decision": decision},
+                                 "decisions.txt", label=cid_x))
         return build_card(type(self), difficulty=difficulty, variant=variant,
                           instruction=instruction, workspace={"shop.db": db, **docs}, svc=svc,
                           solution=sol, answer="decisions.txt", expected=expected,
