@@ -178,6 +178,17 @@ def test_openai_policy_against_ceiling_serve_completes_a_suite(
     assert all(t.turns[0].parse_error or t.turns[0].action for t in trajs)
 
 
+def test_exploit_policies_run_through_the_harness(demo_cards: list[TaskCard],
+                                                  backend: str) -> None:
+    from ceiling.verify.exploits import EXPLOITS
+
+    name = min(EXPLOITS)
+    (t,) = run_episodes(demo_cards[:1], load_policy(f"scripted:exploit:{name}"),
+                        HarnessConfig(format="line"), backend=backend, progress=False)
+    assert t.outcome != "infra_error" and t.reward <= 0 and not t.passed
+    assert t.instruction == demo_cards[0].instruction
+
+
 def test_plan_history_counts_unparsed_turns() -> None:
     from ceiling.harness import Harness
 

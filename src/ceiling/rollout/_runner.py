@@ -110,7 +110,7 @@ def _new_traj(lv: _Live, policy: Policy, h: Harness, sp: SamplingParams) -> Traj
         type=c.type, horizon=c.horizon, difficulty=c.difficulty, split=c.split,
         feasible=c.feasible, faults=bool(c.faults), seed=lv.seed, sample=lv.sample,
         policy=policy.spec, harness_fingerprint=h.fingerprint,
-        sampling=dataclasses.asdict(sp) | {"stop": list(sp.stop)},
+        sampling=dataclasses.asdict(sp) | {"stop": list(sp.stop)}, instruction=c.instruction,
     )
 
 

@@ -54,6 +54,7 @@ class Trajectory:
     error: str | None = None  # infrastructure / policy crash message
     timings: dict[str, float] = field(default_factory=dict)  # policy_s, env_s, verify_s, total_s
     tokens: dict[str, int] = field(default_factory=dict)  # prompt, completion
+    instruction: str = ""  # the card's instruction as the harness showed it
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

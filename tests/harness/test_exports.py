@@ -1,0 +1,25 @@
+"""Pin the public names of harness, policies and rollout (one public door per package)."""
+
+from __future__ import annotations
+
+import ceiling.harness
+import ceiling.policies
+import ceiling.rollout
+
+
+def test_public_names() -> None:
+    assert sorted(ceiling.harness.__all__) == sorted([
+        "CORE_DESCRIPTIONS", "Dialogue", "Harness", "HarnessConfig", "JsonParseError",
+        "LineParseError", "ReplyError", "TurnRecord", "action_to_json", "action_to_line",
+        "card_tool_table", "escape_content", "format_observation", "parse_json_reply",
+        "parse_line", "render_line_episode", "render_tool_list", "truncate_observation",
+        "unescape_content"])
+    assert sorted(ceiling.policies.__all__) == sorted([
+        "KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "load_policy",
+        "policy_tokenizer", "resolve_builtin"])
+    assert sorted(ceiling.rollout.__all__) == sorted([
+        "JsonlWriter", "RunStats", "Trajectory", "Turn", "episode_id", "episode_seed",
+        "read_trajectories", "run_episodes"])
+    for mod in (ceiling.harness, ceiling.policies, ceiling.rollout):
+        for name in mod.__all__:
+            assert getattr(mod, name) is not None
