@@ -146,7 +146,7 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
             out["exec_overhead_p50_ms"] = _ms(statistics.median(ours) - statistics.median(bare))
             progress("checkpoint and fork")
             cks, fks, cold = [], [], []
-            for i in range(max(5, reps // 5)):
+            for i in range(max(3, reps // 5)):
                 sb.exec(CHANGE10 + f"; echo {i} > unique.txt")
                 t0 = time.perf_counter()
                 sb.checkpoint()
