@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import pytest
 
-from ceiling.sandbox import ExecResult, Sandbox
+from ceiling.sandbox import ExecResult, LocalSandboxWarning, Sandbox, open_sandbox
 
 
 def test_exec_runs_in_workspace_as_unprivileged_user(sb: Sandbox) -> None:
@@ -95,3 +96,28 @@ def test_host_path_shows_merged_workspace(sb: Sandbox) -> None:
     root = sb.host_path()
     assert (root / "z.txt").read_text() == "z\n"
     assert (root / "a.txt").read_text() == "hello\n"
+
+
+def test_checkpoint_keeps_deletions_and_replaced_dirs(sb: Sandbox) -> None:
+    sb.exec("rm -rf src && mkdir src && echo new > src/x && rm run.sh")  # opaque dir, whiteout
+    first = sb.checkpoint()
+    sb.exec("echo again > a.txt")
+    second = sb.checkpoint()  # a diff on top of the first
+    with open_sandbox([second]) as g:
+        assert g.exec("ls -R; cat a.txt").stdout == ".:\na.txt\nsrc\n\n./src:\nx\nagain\n"
+    with pytest.warns(LocalSandboxWarning), open_sandbox([first], backend="local") as loc:
+        assert sorted(p.name for p in loc.host_path().rglob("*")) == ["a.txt", "src", "x"]
+
+
+def test_concurrent_calls_are_serialised(sb: Sandbox) -> None:
+    results: list[str] = []
+
+    def work(i: int) -> None:
+        results.append(sb.exec(f"echo {i} > f{i}; cat f{i}").stdout)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["0\n", "1\n", "2\n", "3\n"]
