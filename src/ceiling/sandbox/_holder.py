@@ -1,24 +1,26 @@
-"""The in-namespace holder of one ``namespace`` sandbox (run as a script, never imported).
+"""The holder of one ``namespace`` sandbox (run as a script by :mod:`._launch`, never imported).
 
-``python -I -S _holder.py FD CONFIG_JSON`` is started by :mod:`._namespace` as host root.
-It unshares mount, PID, network, IPC and UTS namespaces, forks, and the child becomes PID 1
-of the new PID namespace. PID 1 builds the sandbox root (a small tmpfs holding read-only
-binds of the host tree, a fresh ``/proc``, a minimal ``/dev``, the overlay at ``/workspace``
-and a private ``/tmp``), ``pivot_root``s into it and then serves requests on the control
-socket (``SOCK_SEQPACKET``, one ``marshal``-ed dict per message (no json: importing it costs start-up time), file descriptors passed with
-``SCM_RIGHTS``):
+``python -I -S _holder.py FD XFD CONFIG_HEX READY_R READY_W`` starts as host root, unshares
+mount, PID, network, IPC and UTS namespaces and forks:
 
-- ``exec``: fork, drop to the sandbox uid without capabilities, ``execve``; reply with the
-  wait status when the command exits. Background processes keep running.
-- ``kill``: SIGKILL the session of a running ``exec`` (its whole process tree).
-- ``read`` / ``write``: file I/O with the sandbox user's permissions (effective uid switched),
-  confined to ``/workspace`` and ``/tmp`` after resolving symlinks *inside* the sandbox.
-- ``reset``: SIGKILL every process but PID 1, drop SysV IPC objects, unmount the overlay and
-  the state tmpfs, mount fresh ones (optionally over a new layer stack).
+- the child is **PID 1** of the new PID namespace (``ceiling-init``, root). It builds the
+  sandbox root (a small tmpfs with read-only binds of the host tree, a fresh ``/proc``, a
+  minimal ``/dev``, the overlay at ``/workspace``, a private ``/tmp``), ``pivot_root``s into
+  it and serves, on ``FD``: ``kill`` (SIGKILL a command's session), ``read``/``write`` (file
+  I/O with the sandbox user's permissions, confined to ``/workspace`` and ``/tmp`` after
+  resolving symlinks *inside* the sandbox) and ``reset`` (SIGKILL every process but itself,
+  drop SysV IPC objects, unmount and remount the state tmpfs and the overlay, optionally over
+  a new layer stack). It reaps orphans.
+- the parent becomes **the spawner** (``ceiling-spawn``): it stays outside the new PID
+  namespace (so neither ``reset`` nor the commands can reach it) while its children are
+  created inside it; it drops to the sandbox user once and serves ``exec`` on ``XFD`` with
+  ``subprocess`` (vfork), replying with the pid, then with the wait status.
 
-It exits when the control socket closes (the host process died), so nothing outlives the
-host; the kernel then kills the whole PID namespace and frees every mount in it.
-This file imports only the standard library: it runs under ``-I -S`` to start fast.
+Messages are ``SOCK_SEQPACKET`` datagrams, one ``marshal``-ed dict each (json would cost its
+import at start-up), file descriptors passed with ``SCM_RIGHTS``. Both processes exit when
+their socket closes (the host died); PID 1 also has ``PDEATHSIG`` on the spawner, and the
+kernel then kills the whole PID namespace and frees every mount in it. This file imports
+only the standard library and is one file on purpose: it runs under ``-I -S`` to start fast.
 """
 
 import ctypes
