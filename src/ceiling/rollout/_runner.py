@@ -250,7 +250,7 @@ def run_episodes(cards: Sequence[TaskCard], policy: Policy,
             still: list[_Live] = []
             for lv, g, req in zip(live, gens, reqs, strict=True):
                 if g.error is not None:
-                    _record(lv, g, req, None, None, "", share, 0.0, h)
+                    _record(lv, g, req, None, None, "", share, 0.0, h, ended=True)
                     finish(lv, error=f"policy error: {g.error}")
                     continue
                 action, perr = _parse(lv, g)
