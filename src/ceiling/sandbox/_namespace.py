@@ -2,14 +2,16 @@
 
 Design (chosen by measurement on the project's 2-core machines, see ``docs/sandbox.md``):
 
-- **One long-lived holder per sandbox.** ``_holder.py`` unshares mount, PID, network, IPC
-  and UTS namespaces and becomes PID 1 of the new PID namespace. Every command is forked by
-  the holder *inside* the namespaces, so background processes of one ``exec`` (an HTTP
-  server on the sandbox's loopback) serve later ``exec`` calls. Per command this costs one
-  fork in the holder plus a socket round trip (~1-2 ms over a bare ``subprocess.run``),
-  cheaper than a fresh ``bwrap`` (≈4 ms) or ``unshare`` (≈2.6 ms) launch per command, which
-  would also kill background processes. ``nsenter`` per command was rejected for the same
-  cost and because it cannot make the command PID 1's child.
+- **One long-lived holder per sandbox** (``_holder.py``): PID 1 of a new PID namespace in
+  new mount, network, IPC and UTS namespaces, plus a *spawner* that stays outside the PID
+  namespace but creates every command inside it, as the sandbox user, with vfork. Background
+  processes of one ``exec`` (an HTTP server on the sandbox's loopback) therefore serve later
+  ``exec`` calls. Measured here: a command costs ~0.3-1 ms over a bare ``subprocess.run``,
+  against ≈4 ms for a ``bwrap`` launch and ≈2.6 ms for ``unshare`` per command (which would
+  also kill background processes) and 4-8 ms for a fork of the Python holder (what the first
+  version did). ``nsenter`` per command was rejected: same cost, and the command would not
+  be a child of the namespace's PID 1. Opening costs a Python start and the root set-up
+  (tens of ms); a warm pool (:mod:`._launch`) hides it for ``open_sandbox``/``fork()``.
 - **Mounts live only inside the sandbox's mount namespace.** The holder mounts the overlay
   (lower = the store's layers, upper/work on a size-limited tmpfs) and builds the root
   with ``open_tree``/``mount_setattr``/``move_mount`` + ``pivot_root``; the host mount table
@@ -38,6 +40,9 @@ per process (``RLIMIT_CPU``) and by the wall-clock timeout, not shared fairly; s
 one uid, so ``RLIMIT_NPROC`` (fallback only) is global; host-side graders reading
 ``host_path()`` must not follow absolute symlinks. Requires root (or CAP_SYS_ADMIN) on the
 host: otherwise :class:`~ceiling._errors.SandboxUnavailable` points at the ``local`` backend.
+The OOM killer picks by size inside the sandbox's memory cgroup (the holder processes are
+small, but nothing pins them); a process that calls ``setsid`` survives its command's
+timeout until ``reset()``.
 """
 
 from __future__ import annotations
