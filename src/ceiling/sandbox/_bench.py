@@ -1,6 +1,7 @@
 """``ceiling bench sandbox``: reset, exec, checkpoint and fork costs, throughput and leaks.
 
-Every figure is measured in the same run as its baseline (``cp -a`` of the same workspace for
+Reset latencies of all sizes are sampled round-robin (so load drift on a shared machine hits
+them alike). Every figure is measured in the same run as its baseline (``cp -a`` of the same workspace for
 reset, a bare ``subprocess.run`` of the same argv for exec), so ratios hold on any machine.
 An *episode* here is: reset, change 10 files with one command, run three short commands,
 write and read one file through the API. Leaks are counted after ``cycles`` reset cycles that
@@ -109,25 +110,32 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
     saved_tempdir, tempfile.tempdir = tempfile.tempdir, str(private_tmp)  # attributable tmpdirs
     leaks_before = (_mounts(), _descendants(), _tmpdirs())
     try:
-        for n in sizes:
-            progress(f"reset at {n} files")
-            lid = store.put_tree(_tree(n))
-            with open_sandbox([lid], backend=backend, limits=limits, store=store) as sb:
-                ts = []
-                for _ in range(reps):
+        progress(f"reset at {', '.join(map(str, sizes))} files (interleaved)")
+        lids = {n: store.put_tree(_tree(n)) for n in sizes}
+        boxes = {n: open_sandbox([lids[n]], backend=backend, limits=limits, store=store)
+                 for n in sizes}
+        ts: dict[int, list[float]] = {n: [] for n in sizes}
+        try:
+            for _ in range(reps):  # round-robin: every size sees the same machine load
+                for n, sb in boxes.items():
                     sb.exec(CHANGE10)
                     t0 = time.perf_counter()
                     sb.reset()
-                    ts.append(time.perf_counter() - t0)
+                    ts[n].append(time.perf_counter() - t0)
+        finally:
+            for sb in boxes.values():
+                sb.close()
+        for n in sizes:
+            progress(f"cp -a of {n} files")
             cps = []
             for i in range(copy_reps):
                 dest = scratch / f"copy{i}"
                 t0 = time.perf_counter()
-                subprocess.run(["cp", "-a", str(store.path(lid)), str(dest)], check=True)
+                subprocess.run(["cp", "-a", str(store.path(lids[n])), str(dest)], check=True)
                 cps.append(time.perf_counter() - t0)
                 shutil.rmtree(dest)
-            p50, cp50 = statistics.median(ts), statistics.median(cps)
-            out["reset"][str(n)] = {"p50_ms": _ms(p50), "p95_ms": _ms(_pct(ts, 0.95)),
+            p50, cp50 = statistics.median(ts[n]), statistics.median(cps)
+            out["reset"][str(n)] = {"p50_ms": _ms(p50), "p95_ms": _ms(_pct(ts[n], 0.95)),
                                     "copy_p50_ms": _ms(cp50),
                                     "copy_over_reset": round(cp50 / p50, 1), "reps": reps}
         lid = store.put_tree(_tree(sizes[len(sizes) // 2]))
