@@ -112,18 +112,18 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
     try:
         progress(f"reset at {', '.join(map(str, sizes))} files (interleaved)")
         lids = {n: store.put_tree(_tree(n)) for n in sizes}
-        boxes = {n: open_sandbox([lids[n]], backend=backend, limits=limits, store=store)
+        sized = {n: open_sandbox([lids[n]], backend=backend, limits=limits, store=store)
                  for n in sizes}
         ts: dict[int, list[float]] = {n: [] for n in sizes}
         try:
             for _ in range(reps):  # round-robin: every size sees the same machine load
-                for n, sb in boxes.items():
+                for n, sb in sized.items():
                     sb.exec(CHANGE10)
                     t0 = time.perf_counter()
                     sb.reset()
                     ts[n].append(time.perf_counter() - t0)
         finally:
-            for sb in boxes.values():
+            for sb in sized.values():
                 sb.close()
         for n in sizes:
             progress(f"cp -a of {n} files")
