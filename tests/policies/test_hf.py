@@ -79,3 +79,14 @@ def test_chat_needs_a_template(tiny_model: Path, tmp_path: Path) -> None:
     g = pol.generate([PolicyRequest(messages=[{"role": "user", "content": "x"}])],
                      SamplingParams(max_new_tokens=2))[0]
     assert g.error and "chat template" in g.error
+
+
+def test_live_model_keeps_its_mode_and_device(policy: HFPolicy) -> None:
+    live = HFPolicy("live", model=policy.model, tokenizer=policy.tokenizer, spec="hf:live")
+    assert live.device == next(policy.model.parameters()).device
+    policy.model.train()
+    try:
+        live.generate(_reqs()[:1], SamplingParams(max_new_tokens=2, seed=0))
+        assert policy.model.training
+    finally:
+        policy.model.eval()

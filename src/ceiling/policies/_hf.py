@@ -44,7 +44,12 @@ def _check_model_dir(path: str | os.PathLike[str], what: str) -> Path:
 
 class HFPolicy:
     """A transformers causal LM as a text policy. ``model`` and ``tokenizer`` are public
-    so a trainer can reuse them (the adapter, when given, is a trainable PeftModel)."""
+    so a trainer can reuse them (the adapter, when given, is a trainable PeftModel).
+
+    A trainer may pass its live ``model`` and ``tokenizer`` instead of a path: the model
+    stays on its device (unless ``device`` is given) and its train/eval mode is restored
+    after each ``generate``. The tokenizer is switched to left padding (and gets
+    ``pad = eos`` when it has no pad token)."""
 
     def __init__(self, path: str | os.PathLike[str], adapter: str | os.PathLike[str] | None = None,
                  *, device: str | None = None, dtype: str = "float32", spec: str | None = None,
@@ -58,6 +63,9 @@ class HFPolicy:
 
         self.spec = spec or (f"hf:{path}+{adapter}" if adapter else f"hf:{path}")
         self.max_batch = max_batch
+        if device in (None, "auto") and model is not None:
+            first = next(iter(model.parameters()), None)  # a live model stays where it is
+            device = str(first.device) if first is not None else "cpu"
         if device in (None, "auto"):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         elif device.startswith("cuda") and not torch.cuda.is_available():
@@ -78,7 +86,6 @@ class HFPolicy:
                 model = PeftModel.from_pretrained(model, str(apath))
         self.tokenizer = tokenizer
         self.model = model.to(self.device)
-        self.model.eval()
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"
@@ -122,11 +129,17 @@ class HFPolicy:
                 encoded.append((i, self.encode(req, sampling.max_new_tokens)))
             except Exception as e:  # noqa: BLE001 - becomes Generation(error=...)
                 out[i] = Generation(text="", finish_reason="error", error=str(e))
-        for start in range(0, len(encoded), self.max_batch):
-            chunk = encoded[start:start + self.max_batch]
-            gens = self._generate_ids([ids for _, ids in chunk], sampling)
-            for (i, _), g in zip(chunk, gens, strict=True):
-                out[i] = g
+        was_training = bool(getattr(self.model, "training", False))
+        self.model.eval()  # no dropout while sampling; a trainer's mode is restored below
+        try:
+            for start in range(0, len(encoded), self.max_batch):
+                chunk = encoded[start:start + self.max_batch]
+                gens = self._generate_ids([ids for _, ids in chunk], sampling)
+                for (i, _), g in zip(chunk, gens, strict=True):
+                    out[i] = g
+        finally:
+            if was_training:
+                self.model.train()
         return [g if g is not None else Generation(text="", finish_reason="error",
                                                    error="not generated") for g in out]
 
