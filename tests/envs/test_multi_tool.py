@@ -121,6 +121,8 @@ def test_oracle_solves_and_null_fails(tid: str) -> None:
     assert verdict.reward >= 1.0
     verdict, _ = run_plan(card, null_plan(), backend=BACKEND)
     assert not verdict.passed and verdict.reward <= 0, verdict
+    shown = verdict.model_dump_json()
+    assert not any(line.split()[-1] in shown for line in _expected(card)), "answer in evidence"
 
 
 def test_infeasible_rewards_giving_up_only() -> None:

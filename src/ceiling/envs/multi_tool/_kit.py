@@ -168,6 +168,11 @@ def _lines():
     assert len(got) <= len(EXPECTED), (
         f"{{ANSWER}} has {{len(got)}} lines; the task has {{len(EXPECTED)}} answers")
     return got
+
+
+def _has(i):
+    """Whether answer i is present; failure messages never show an expected value."""
+    return EXPECTED[i] in _lines()
 '''
 
 _DB_HELPERS = '''
@@ -199,17 +204,20 @@ def answer_tests(answer: str, expected: Sequence[str], infeasible: str | None,
                  db_checks: dict[str, tuple[str, list[tuple[Any, ...]]]] | None = None,
                  ) -> TestModule:
     """One test per expected answer line (order-free, no extra lines allowed), plus one test
-    per database check (``name -> (query, expected rows)``)."""
+    per database check (``name -> (query, expected rows)``). Failure messages say which
+    answer is wrong, never what it should be (verdict evidence may reach a policy)."""
     helpers = _LINES_HELPERS.format(answer=answer, expected=list(expected),
                                     infeasible=infeasible)
     if db_checks:
         helpers += _DB_HELPERS.format(db=DB)
     tm = TestModule(helpers=helpers)
-    for i in range(len(expected)):
+    n = len(expected)
+    for i in range(n):
         tm.add(f"answer_{i + 1:02d}",
-               f"assert EXPECTED[{i}] in _lines(), f'missing answer line {{EXPECTED[{i}]!r}}'")
+               f"assert _has({i}), 'answer {i + 1} of {n} is missing or wrong in {answer}'")
     for name, (query, rows) in (db_checks or {}).items():
-        tm.add(f"db_{name}", f"assert _rows({query!r}) == {rows!r}")
+        tm.add(f"db_{name}", f"same = _rows({query!r}) == {rows!r}\n"
+                             f"assert same, 'the {name} table is not in the expected final state'")
     return tm
 
 
