@@ -11,6 +11,7 @@ group; output written to memfds and capped at ``limits.max_output_bytes``; ``rea
 confined to the workspace and the sandbox's own tmp folder. Background processes started by a
 command are killed at ``reset()``/``close()`` (every command runs in its own session, and the
 sandbox remembers them). Reset copies the layers again, so it costs the workspace's size.
+Run as root, file permissions do not bind (a ``chmod 000`` fault denies nothing).
 """
 
 from __future__ import annotations
