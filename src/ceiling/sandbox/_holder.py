@@ -441,6 +441,7 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     xsock = socket.socket(fileno=int(sys.argv[2]))
     cfg = marshal.loads(bytes.fromhex(sys.argv[3]))
+    os.chdir("/")  # pivot_root moves cwds at the old root; others would pin the old tree
     _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
            "unshare")
     pid = os.fork()
