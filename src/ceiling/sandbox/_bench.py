@@ -156,10 +156,11 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
             cks, fks, cold = [], [], []
             for i in range(max(3, reps // 5)):
                 sb.exec(CHANGE10 + f"; echo {i} > unique.txt")
+                POOL.settle()  # no warm start competing for the CPU while timing
                 t0 = time.perf_counter()
                 sb.checkpoint()
                 cks.append(time.perf_counter() - t0)
-                POOL.settle()  # steady state: the spare started while the last episode ran
+                POOL.settle()  # steady state: the spare started while the episode ran
                 t0 = time.perf_counter()
                 f = sb.fork()
                 fks.append(time.perf_counter() - t0)
