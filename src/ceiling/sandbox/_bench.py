@@ -167,6 +167,7 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
                 f.close()
                 os.environ["CEILING_SANDBOX_POOL"] = "0"
                 try:
+                    POOL.settle()
                     t0 = time.perf_counter()
                     f = sb.fork()
                     cold.append(time.perf_counter() - t0)
