@@ -1,6 +1,8 @@
 """Security suite: each test is an attack by code running inside a namespace sandbox.
 
-Every test hashes the host paths it targets before and after (``host_digest``) and ends with
+Every test hashes the host paths it targets before and after (``host_digest``; the autouse
+``host_unchanged`` fixture also hashes the interpreter, ``/bin/sh``, pytest and ``/etc``
+files around every test) and ends with
 ``assert_clean``: the sandbox answers a command and a reset brings back the initial state
 with no leftover process, file, or IPC object. Targets live under ``/var/tmp`` (visible to the
 sandbox through the read-only host tree) and are deliberately world-writable, so only the
@@ -61,6 +63,18 @@ def assert_clean(sb: Sandbox) -> None:
     procs = sb.exec(["ps", "-eo", "pid=,comm="]).stdout.split("\n")
     assert [line.split()[1] for line in procs if line] == ["ceiling-init", "ps"]
     assert sb.exec("ipcs -m -q -s | grep -c 0x || true").stdout == "0\n"
+
+
+HOST_PATHS = [os.path.realpath(sys.executable), os.path.realpath("/bin/sh"), "/etc/passwd",
+              "/etc/shadow", "/etc/hostname", sysconfig.get_paths()["purelib"] + "/pytest"]
+
+
+@pytest.fixture(autouse=True)
+def host_unchanged() -> Iterator[None]:
+    """Every attack also leaves the interpreter, the shell, pytest and /etc untouched."""
+    before = host_digest(*HOST_PATHS)
+    yield
+    assert host_digest(*HOST_PATHS) == before
 
 
 @pytest.fixture
