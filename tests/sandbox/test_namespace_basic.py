@@ -121,3 +121,11 @@ def test_concurrent_calls_are_serialised(sb: Sandbox) -> None:
     for t in threads:
         t.join()
     assert sorted(results) == ["0\n", "1\n", "2\n", "3\n"]
+
+
+def test_huge_command_line(sb: Sandbox) -> None:
+    body = "x" * 100_000  # bigger than one control datagram, below the kernel's 128 KiB/arg
+    r = sb.exec(f"printf %s '{body}' | wc -c")
+    assert r.stdout.strip() == "100000"
+    r = sb.exec(["true", "x" * 300_000])  # past the kernel's limit: a clear failure
+    assert r.exit_code == 126 and "Argument list too long" in r.stderr

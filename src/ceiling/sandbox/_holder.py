@@ -416,6 +416,9 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int) -> None:
 
     def on_msg(req: dict, fds: list[int]) -> None:
         rid = req["id"]
+        if "big" in req:  # argv/env too large for one datagram: they came in a memfd
+            size = os.fstat(fds[3]).st_size
+            req.update(marshal.loads(os.pread(fds[3], size, 0)))
         try:
             proc = subprocess.Popen(req["argv"], stdin=fds[0], stdout=fds[1], stderr=fds[2],
                                     cwd=req["cwd"], env=req["env"], close_fds=True,

@@ -170,8 +170,12 @@ class NamespaceSandbox:
                 rid = str(next(self._seq))
                 req = {"op": "exec", "id": rid, "argv": argv, "env": run_env,
                        "cwd": self._abs(cwd) if cwd else WORKDIR}
+                data = marshal.dumps(req)
+                if len(data) > 32_768:  # past a datagram's comfortable size: send a memfd
+                    fds.append(self._memfd(data))
+                    data = marshal.dumps({"op": "exec", "id": rid, "big": True})
                 try:
-                    socket.send_fds(h.xsock, [marshal.dumps(req)], fds)
+                    socket.send_fds(h.xsock, [data], fds)
                 except OSError as e:
                     raise SandboxError(f"the sandbox holder is gone ({e})",
                                        fix="close this sandbox and open a new one") from None
