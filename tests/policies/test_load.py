@@ -25,6 +25,13 @@ def test_bad_specs(spec: str, msg: str) -> None:
         load_policy(spec)
 
 
+def test_builtin_names_resolve_or_say_why() -> None:
+    from ceiling._errors import CeilingError
+
+    with pytest.raises(CeilingError, match="nope"):
+        load_policy("builtin:nope")
+
+
 def test_hf_path_must_be_a_model_folder(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="no config.json"):
         load_policy(f"hf:{tmp_path}")

@@ -173,6 +173,8 @@ def run_episodes(cards: Sequence[TaskCard], policy: Policy,
             tr.outcome, tr.reward, tr.passed = v.outcome.value, float(v.reward), bool(v.passed)
             tr.verdict = v.model_dump(mode="json")
             tr.timings["verify_s"] = float(v.duration_s)
+        else:
+            tr.outcome, tr.error = "infra_error", "the environment ended without a verdict"
         tr.timings["total_s"] = time.monotonic() - lv.t0
         tr.timings.setdefault("policy_s", 0.0)
         tr.timings.setdefault("env_s", 0.0)
