@@ -29,7 +29,7 @@ from ..envs._common import EXTS_TRAIN as TRAIN_EXTS
 from ..envs._common import WORDS_TRAIN as TRAIN_WORDS
 
 KINDS: tuple[str, ...] = ("create", "append", "copy", "move", "delete", "replace", "count")
-# Sentence shapes per kind; the first is the demo templates' own shape (used 2/3 of the time).
+# Sentence shapes per kind; the first is the demo templates' own shape (used 85 % of the time).
 PHRASES: dict[str, tuple[str, ...]] = {
     "create": ("Create the file {a} containing {w}.", "Create {a} containing {w}.",
                "Write {w} to a new file {a}."),
@@ -110,7 +110,7 @@ def make_episode(rng: random.Random, *, noise: float = 0.5, p_missing: float = 0
     kind = rng.choice(kinds)
     f = _names(rng, words, exts)
     phrases = PHRASES[kind]
-    ins = (phrases[0] if rng.random() < 2 / 3 else rng.choice(phrases[1:])).format(**f)
+    ins = (phrases[0] if rng.random() < 0.85 else rng.choice(phrases[1:])).format(**f)
     correct = COMMANDS[kind].format(**f)
     wrong = rng.random() < noise
     u = rng.random()

@@ -34,21 +34,22 @@ BLOCK = 128
 class BuildConfig:
     """Everything that defines a build (recorded in build.json)."""
 
-    steps: int = 1400
+    steps: int = 700
     batch_size: int = 32
-    lr: float = 2e-3
-    warmup: int = 40
+    lr: float = 3e-3
+    warmup: int = 30
     seed: int = 0
-    episodes: int = 60_000
+    episodes: int = 30_000
     noise: float = 0.5
     vocab_size: int = 1024
     hidden: int = 128
     layers: int = 4
     heads: int = 4
     ffn: int = 352
+    max_positions: int = 2048  # RoPE: no parameters, only how long a prompt may grow
     threads: int = 2
-    max_minutes: float = 8.0
-    eval_tasks: int = 200
+    max_minutes: float = 30.0
+    eval_tasks: int = 100
     eval_samples: int = 8
 
 
@@ -102,13 +103,13 @@ def build_tiny(out: Path, cfg: BuildConfig | None = None,
     texts = _corpus.render(episodes)
     tok: Any = train_tokenizer(texts, cfg.vocab_size)
     eos, pad = tok.eos_token_id, tok.pad_token_id
-    ids_list = [tok(t)["input_ids"] + [eos] for t in texts]
+    ids_list = [ids + [eos] for ids in tok(texts)["input_ids"]]
     blocks = _pack(ids_list, pad, rng)
     data = torch.tensor(blocks, dtype=torch.long)
 
     mcfg = LlamaConfig(vocab_size=len(tok), hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
                        num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
-                       intermediate_size=cfg.ffn, max_position_embeddings=512,
+                       intermediate_size=cfg.ffn, max_position_embeddings=cfg.max_positions,
                        tie_word_embeddings=True, bos_token_id=eos, eos_token_id=eos,
                        pad_token_id=pad, rms_norm_eps=1e-5)
     model = LlamaForCausalLM(mcfg)

@@ -32,5 +32,5 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> object:
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
                                    clean_up_tokenization_spaces=False)
     fast.padding_side = "left"
-    fast.model_max_length = 512
+    fast.model_max_length = 2048
     return fast

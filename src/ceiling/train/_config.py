@@ -89,6 +89,7 @@ class TrainConfig(_M):
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     band: BandSettings = Field(default_factory=BandSettings)
     harness_format: Literal["line", "json"] = "line"
+    history_turns: int | None = Field(6, ge=1)  # turns shown to the policy (None: all)
     backend: Literal["namespace", "local"] = "namespace"
     workers: int = Field(4, ge=1)
     verdict_cache: bool = True  # identical episodes reuse one verdict (files-graded cards)

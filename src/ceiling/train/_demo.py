@@ -46,6 +46,7 @@ class DemoConfig:
     seed: int = 0
     backend: str = "namespace"
     max_new_tokens: int = 32
+    history_turns: int = 6
     workers: int = 4
 
     @classmethod
@@ -89,7 +90,8 @@ def evaluate(policy: Any, cards: list[TaskCard], cfg: DemoConfig, backend: str, 
     from ._verdict_cache import cached_env_factory
 
     fmt = _harness_format(cfg.base)
-    harness = HarnessConfig(format=fmt, max_reply_tokens=cfg.max_new_tokens)  # type: ignore
+    harness = HarnessConfig(format=fmt, max_reply_tokens=cfg.max_new_tokens,  # type: ignore
+                            history_turns=cfg.history_turns)
     sp = SamplingParams(temperature=1.0, max_new_tokens=cfg.max_new_tokens,
                         stop=harness.stop_strings, seed=cfg.seed)
     return run_episodes(cards, policy, harness, k=cfg.k, sampling=sp, backend=backend,
@@ -139,6 +141,7 @@ def run_demo(cfg: DemoConfig, *, say: Callable[[str], None] = print,
         "cards_per_step": cfg.cards_per_step, "loss": {"beta": cfg.beta},
         "sampling": {"temperature": 1.0, "max_new_tokens": cfg.max_new_tokens},
         "harness_format": fmt, "backend": backend, "workers": cfg.workers,
+        "history_turns": cfg.history_turns,
         "checkpoint_every": 25,
         "stages": [{"name": "demo", "family": "terminal_ops", "tags": ["demo"],
                     "variants": ["train"], "steps": cfg.steps}],

@@ -58,7 +58,8 @@ def group_by_card(cards: Sequence[TaskCard], trajs: Sequence[Trajectory],
 
 def make_rollout(policy: Any, *, harness_format: str, temperature: float, max_new_tokens: int,
                  backend: str, workers: int, reward: RewardSpec,
-                 cache: VerdictCache | None = None) -> RolloutFn:
+                 cache: VerdictCache | None = None,
+                 history_turns: int | None = None) -> RolloutFn:
     """A :data:`RolloutFn` over ``policy`` with these settings. With ``cache``, identical
     episodes reuse one verdict (see :mod:`._verdict_cache`)."""
     from ..harness import HarnessConfig
@@ -66,7 +67,7 @@ def make_rollout(policy: Any, *, harness_format: str, temperature: float, max_ne
     from ..rollout import run_episodes
 
     harness = HarnessConfig(format=harness_format,  # type: ignore[arg-type]
-                            max_reply_tokens=max_new_tokens)
+                            max_reply_tokens=max_new_tokens, history_turns=history_turns)
 
     def rollout(cards: Sequence[TaskCard], k: int, seed: int) -> list[list[Trajectory]]:
         sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens,

@@ -75,7 +75,8 @@ def default_rollout(model: Any, tok: Any, cfg: TrainConfig, stage: StageConfig,
                         temperature=cfg.sampling.temperature,
                         max_new_tokens=cfg.sampling.max_new_tokens, backend=backend,
                         workers=cfg.workers, reward=stage.reward,
-                        cache=VerdictCache() if cfg.verdict_cache else None)
+                        cache=VerdictCache() if cfg.verdict_cache else None,
+                        history_turns=cfg.history_turns)
 
 
 class Trainer:
