@@ -154,12 +154,15 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
             out["exec_overhead_p50_ms"] = _ms(statistics.median(ours) - statistics.median(bare))
             progress("checkpoint and fork")
             cks, fks, cold = [], [], []
-            for i in range(max(3, reps // 5)):
-                sb.exec(CHANGE10 + f"; echo {i} > unique.txt")
-                POOL.settle()  # no warm start competing for the CPU while timing
+            n_fork = max(3, reps // 5)
+            POOL.settle()
+            for i in range(reps):  # before any fork: closing sandboxes leaves kernel work
+                sb.exec(CHANGE10 + f"; echo {i} > unique.txt")  # (netns teardown) behind
                 t0 = time.perf_counter()
                 sb.checkpoint()
                 cks.append(time.perf_counter() - t0)
+            for i in range(n_fork):
+                sb.exec(CHANGE10 + f"; echo fork{i} > unique.txt")
                 POOL.settle()  # steady state: the spare started while the episode ran
                 t0 = time.perf_counter()
                 f = sb.fork()
