@@ -1,0 +1,173 @@
+"""``VulnTemplate``: one vulnerability kind, in mode *fix* or *reproduce*, as a template.
+
+Each kind registers two templates (``security_audit/<kind>-fix-v1`` and
+``security_audit/<kind>-reproduce-v1``) from one builder, ``build(rng, difficulty,
+heldout) -> Build`` (see ``_service.Build``). Variants:
+
+- ``heldout``: the builder's structural variant (another injection context, a filter to
+  bypass, the secret kept elsewhere...), never produced for train;
+- ``fault``: a transient ``python3`` failure, no permission on ``service/app.py``, or a
+  missing ``curl``/``sed``/``grep``/... — the oracle retries, ``chmod``s, and uses only
+  ``python3``;
+- ``infeasible`` (*fix*): a protected visible test requires the vulnerable behaviour, so
+  the exploit cannot be closed without breaking it; (*reproduce*): the service is already
+  safe, so no exploit exists.
+
+Before a card is returned the generator checks, by running both services in-process, that
+the attacks leak on the vulnerable service and not on the fixed one, and that every
+functional request gets the same answer from both.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import ClassVar
+
+from ...cards import TaskCard
+from .._registry import Template, Variant
+from ..repo_refactor import _kit
+from ._service import (
+    DUMMY_FLAG,
+    FIX_TEST,
+    HARNESS_SERVER,
+    REPRODUCE_TEST,
+    SERVER,
+    TEST_FLAG,
+    Build,
+    probe,
+)
+
+Builder = Callable[[random.Random, int, bool], Build]
+
+
+def _visible_tests(b: Build, legit_results: list[tuple[int, str]]) -> str:
+    lines = ['"""Functional tests of the service. Run: python3 -m pytest -q tests"""',
+             "import os", "import pathlib", "import shutil", "import sys", "",
+             'SERVICE = pathlib.Path(__file__).resolve().parents[1] / "service"',
+             "sys.path.insert(0, str(SERVICE))", f"os.environ.update({b.env!r})", "",
+             "import app  # noqa: E402", "", "",
+             "def _state(tmp_path):",
+             '    data = tmp_path / "data"',
+             '    shutil.copytree(SERVICE / "data", data)',
+             f"    return app.make_state(str(data), {DUMMY_FLAG!r})"]
+    for i, ((path, params), res) in enumerate(zip(b.legit, legit_results)):
+        name = path.strip("/").replace("/", "_").replace("-", "_") or "root"
+        lines += ["", "", f"def test_{name}_{i}(tmp_path):",
+                  f"    assert app.handle(_state(tmp_path), {path!r}, {params!r}) == {res!r}"]
+    return "\n".join(lines) + "\n" + b.legacy_test
+
+
+class VulnTemplate(Template):
+    family = "security_audit"
+    difficulties = (1, 2)
+    horizons = {1: "short", 2: "medium"}  # noqa: RUF012
+    mode: ClassVar[str] = "fix"
+    kind: ClassVar[str] = ""
+    builder: ClassVar[Builder]
+
+    def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:
+        b = type(self).builder(rng, difficulty, variant == "heldout")
+        vuln_res = probe(b.service, b.data, b.env, b.legit + [(p, q) for p, q, _ in b.attacks])
+        fixed = {**b.service, **b.fixed}
+        fixed_res = probe(fixed, b.data, b.env, b.legit + [(p, q) for p, q, _ in b.attacks])
+        n = len(b.legit)
+        if vuln_res[:n] != fixed_res[:n]:
+            raise RuntimeError(f"{self.template_id()}: the fix changes legitimate answers")
+        for (_, _, marker), (_, vb), (_, fb) in zip(b.attacks, vuln_res[n:], fixed_res[n:]):
+            m = TEST_FLAG if marker == "FLAG" else marker
+            if m not in vb or m in fb:
+                raise RuntimeError(f"{self.template_id()}: attack check is not discriminating")
+        ws = {f"service/{k}": v for k, v in b.service.items()}
+        ws.update({"service/server.py": SERVER, "service/flag.txt": DUMMY_FLAG + "\n"})
+        ws.update({f"service/data/{k}": v for k, v in b.data.items()})
+        ws.update(b.extra)
+        fault, chmod = (None, [])
+        if variant == "fault":
+            fault, chmod = _kit.pick_fault(rng, "service/app.py")
+            if fault.kind == "missing_tool":
+                fault.target = rng.choice(("curl", "sed", "grep", "wget"))
+        infeasible = variant == "infeasible"
+        if self.mode == "fix":
+            return self._fix(b, ws, vuln_res[:n], difficulty, variant, fault, chmod, infeasible)
+        return self._reproduce(b, ws, fixed, difficulty, variant, fault, chmod, infeasible)
+
+    def _fix(self, b: Build, ws: dict[str, str], legit_res: list[tuple[int, str]],
+             difficulty: int, variant: str, fault: object, chmod: list[str],
+             infeasible: bool) -> TaskCard:
+        tname = "tests/test_service.py"
+        ws[tname] = _visible_tests(b, legit_res)
+        if not infeasible:
+            ws[tname] = ws[tname].replace(b.legacy_test, "") if b.legacy_test else ws[tname]
+        mods = sorted(p[:-3] for p in b.service if p.endswith(".py"))
+        hidden = (_kit.TEST_PRELUDE
+                  + f"\nSERVICE_MODULES = {mods!r}\nENV = {b.env!r}\nDATA = {b.data!r}\n"
+                  + f"FLAG = {TEST_FLAG!r}\nATTACKS = {b.attacks!r}\n"
+                  + f"LEGIT = {[(p, q, r) for (p, q), r in zip(b.legit, legit_res)]!r}\n"
+                  + f"FORBIDDEN = {b.forbidden!r}\n"
+                  + 'WORDLIST = DATA.get("wordlist.txt", "").split()\n'
+                  + f"FORBIDDEN_IN = {[f'service/{p}' for p in b.service if p.endswith('.py')]!r}\n"
+                  + "\n\n" + b.extra_check + FIX_TEST)
+        sites = "the vulnerability" if b.sites == 1 else f"all {b.sites} vulnerable places"
+        instruction = (
+            f"Security audit of the small service in `service/` (logic in `service/app.py`; "
+            f"`python3 service/server.py --port 8000 &` serves it on loopback). {b.what} Fix "
+            f"{sites} so the attack no longer works, while every legitimate request keeps "
+            f"the exact same response: the functional tests in `{tname}` must keep passing "
+            f"(do not edit them). Submit when done.")
+        return _kit.assemble(
+            self, difficulty=difficulty, variant=variant, instruction=instruction,
+            workspace=ws, tests={"test_task.py": hidden},
+            test_ids=_kit.test_ids("test_task.py", hidden),
+            solution=_kit.GIVE_UP if infeasible else _kit.oracle_script(
+                {f"service/{k}": v for k, v in b.fixed.items()}, chmod=chmod,
+                note=f"fix {self.kind}"),
+            protected=[tname], faults=[fault] if fault else [],  # type: ignore[list-item]
+            infeasible_reason=("a protected functional test requires the vulnerable behaviour "
+                               f"({self.kind}): the hole cannot be closed without breaking it")
+            if infeasible else None,
+            tags=[f"vuln:{self.kind}", "mode:fix", f"structure:{'heldout' if variant == 'heldout' else 'train'}-{self.kind}"])
+
+    def _reproduce(self, b: Build, ws: dict[str, str], fixed: dict[str, str], difficulty: int,
+                   variant: str, fault: object, chmod: list[str], infeasible: bool) -> TaskCard:
+        pristine = fixed if infeasible else b.service
+        if infeasible:
+            ws.update({f"service/{k}": v for k, v in fixed.items()})
+        hidden = (_kit.TEST_PRELUDE + f"\nSERVICE = {pristine!r}\nDATA = {b.data!r}\n"
+                  + f"HARNESS = {HARNESS_SERVER!r}\nEXPLOIT_TIMEOUT = 60\n" + REPRODUCE_TEST)
+        instruction = (
+            f"Penetration test. The service in `service/` (logic in `service/app.py`) is "
+            f"believed to be vulnerable ({self.kind.replace('-', ' ')}). Start it with "
+            f"`python3 service/server.py --port 8000 &` (plain GET requests on loopback). "
+            f"{b.hint} Write `exploit.py` in the workspace root: it must attack the service at "
+            f"the URL in the environment variable `TARGET` (e.g. http://127.0.0.1:8000), "
+            f"retrieve the flag (format `FLAG{{...}}`) through the service and print it. "
+            f"`service/flag.txt` holds only a local dummy: your exploit is graded against a "
+            f"fresh instance with a different secret flag. If the service turns out not to be "
+            f"exploitable, give up and say why.")
+        return _kit.assemble(
+            self, difficulty=difficulty, variant=variant, instruction=instruction,
+            workspace=ws, tests={"test_task.py": hidden},
+            test_ids=_kit.test_ids("test_task.py", hidden),
+            solution=_kit.GIVE_UP if infeasible else _kit.oracle_script(
+                {"exploit.py": b.exploit}, chmod=chmod, note=f"exploit {self.kind}"),
+            protected=[], faults=[fault] if fault else [],  # type: ignore[list-item]
+            infeasible_reason=("the service is not vulnerable: input never reaches the "
+                               f"{self.kind} sink unsafely, so no exploit can retrieve the "
+                               "flag") if infeasible else None,
+            tags=[f"vuln:{self.kind}", "mode:reproduce",
+                  f"structure:{'heldout' if variant == 'heldout' else 'train'}-{self.kind}"])
+
+
+def register_pair(kind: str, summary: str, builder: Builder) -> None:
+    """Register ``<kind>-fix`` and ``<kind>-reproduce`` templates built by ``builder``."""
+    from .._registry import register
+
+    for mode in ("fix", "reproduce"):
+        cls = type(f"{kind.title().replace('-', '')}{mode.title()}", (VulnTemplate,), {
+            "name": f"{kind}-{mode}", "mode": mode, "kind": kind,
+            "summary": f"{summary} ({'fix it' if mode == 'fix' else 'write an exploit'})",
+            "tags": ("security", kind, mode), "builder": staticmethod(builder),
+            "__module__": __name__,
+        })
+        register(cls)
