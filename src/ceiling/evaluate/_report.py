@@ -97,6 +97,18 @@ def _groups(runs: list[tuple[str, dict[str, Any]]], field: str) -> dict[str, dic
     return {k: {label: _bar((s.get(field) or {}).get(k)) for label, s in runs} for k in keys}
 
 
+def _template_chart(runs: list[tuple[str, dict[str, Any]]]) -> str:
+    groups = _groups(runs, "by_template")
+    families = {g.split("/", 1)[0] for g in groups}
+    title = "Completion by template"
+    if len(families) == 1:  # one family: drop the common prefix from the labels
+        title += f" ({next(iter(families))})"
+        groups = {g.split("/", 1)[-1]: v for g, v in groups.items()}
+    width = max(600, 180 + len(groups) * (14 * len(runs) + 40))
+    return svg_bar_chart(groups, title=title, y_label="pass rate", width=min(width, 1040),
+                         height=340)
+
+
 def _charts(runs: list[tuple[str, dict[str, Any]]]) -> str:
     series, bands = {}, {}
     for label, s in runs:
@@ -117,8 +129,7 @@ def _charts(runs: list[tuple[str, dict[str, Any]]]) -> str:
         "<h2>Per family</h2><div class=charts>"
         + svg_bar_chart(_groups(runs, "by_type"), title="Completion by type (family)",
                         y_label="pass rate")
-        + svg_bar_chart(_groups(runs, "by_template"), title="Completion by template",
-                        y_label="pass rate", width=600, height=330)
+        + _template_chart(runs)
         + "</div>",
     ]
     rb: dict[str, dict[str, Any]] = {"recovery (faults)": {}, "correct give-up": {},
