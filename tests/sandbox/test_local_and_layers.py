@@ -88,3 +88,24 @@ def test_root_owned_layer_is_handed_to_sandbox_user(tree: dict[str, FileEntry]) 
         os.lchown(p, 0, 0)  # as an older ceiling left it
     with open_sandbox([lid], store=store) as sb:
         assert sb.exec("echo new >> a.txt && mkdir src/sub && cat a.txt").stdout == "hello\nnew\n"
+
+
+def test_same_checkpoint_from_many_threads(tree: dict[str, FileEntry]) -> None:
+    if _launch.namespaces_available():
+        pytest.skip("needs the namespace backend")
+    import threading
+
+    boxes = [open_sandbox([tree]) for _ in range(3)]
+    ids: list[str] = []
+    try:
+        for b in boxes:
+            b.exec("echo same > a.txt")
+        threads = [threading.Thread(target=lambda b=b: ids.append(b.checkpoint())) for b in boxes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for b in boxes:
+            b.close()
+    assert len(ids) == 3 and len(set(ids)) == 1

@@ -84,9 +84,11 @@ class LayerStore:
         return json.loads(p.read_text()) if p.is_file() else {}
 
     def _commit(self, tmp: Path, lid: str, meta: dict[str, object] | None) -> str:
-        if meta is not None:
-            (self.root / f".{lid}.json.tmp{os.getpid()}").write_text(json.dumps(meta))
-            os.replace(self.root / f".{lid}.json.tmp{os.getpid()}", self.root / f"{lid}.json")
+        if meta is not None:  # unique temp name: threads may commit the same layer at once
+            fd, tmp_meta = tempfile.mkstemp(prefix=f".{lid}.", suffix=".json", dir=self.root)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(meta))
+            os.replace(tmp_meta, self.root / f"{lid}.json")
         try:
             tmp.rename(self.root / lid)
         except OSError:  # a concurrent writer stored the same content first
