@@ -84,13 +84,11 @@ class NamespaceSandbox:
         self._current = list(self.layer_ids)
         self._lock = threading.Lock()
         self._seq = itertools.count()
-        self._h: Holder | None = POOL.take(store, limits)
-        if self._h is None:
-            self._h = start_holder(self._current, store, limits)
-            self._finalizer = weakref.finalize(self, Holder.stop, self._h)
-        else:
-            self._finalizer = weakref.finalize(self, Holder.stop, self._h)
-            self._remount(self._current)
+        warm = POOL.take(store, limits)
+        self._h: Holder | None = warm or start_holder(self._current, store, limits)
+        self._finalizer = weakref.finalize(self, Holder.stop, self._h)
+        if warm is not None:
+            self._remount(self._current)  # a warm holder still shows the empty layer
         POOL.refill(store, limits)
 
     # -- plumbing ---------------------------------------------------------------------------
