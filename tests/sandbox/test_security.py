@@ -395,3 +395,12 @@ def test_permission_fault_really_denies(sb: Sandbox) -> None:
         sb.read("a.txt")
     assert sb.exec("chmod 644 a.txt && cat a.txt").stdout == "hello\n"  # the owner may recover
     assert_clean(sb)
+
+
+def test_host_environment_secrets(tree: dict[str, FileEntry],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-TOPSECRET-env")
+    with open_sandbox([tree]) as sb:  # opened after the secret entered the host environment
+        r = sb.exec("env; cat /proc/[0-9]*/environ; grep -ra TOPSECRET /proc/[0-9]*/environ")
+        assert "TOPSECRET" not in r.stdout + r.stderr
+        assert_clean(sb)
