@@ -90,3 +90,19 @@ def test_live_model_keeps_its_mode_and_device(policy: HFPolicy) -> None:
         assert policy.model.training
     finally:
         policy.model.eval()
+
+
+def test_peft_adapter_spec(tiny_model: Path, tmp_path: Path) -> None:
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(str(tiny_model))
+    cfg = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(base, cfg).save_pretrained(tmp_path / "adapter")
+    pol = load_policy(f"hf:{tiny_model}+{tmp_path / 'adapter'}")
+    assert isinstance(pol, HFPolicy) and isinstance(pol.model, PeftModel)
+    plain = load_policy(f"hf:{tiny_model}")
+    sp = SamplingParams(temperature=0.0, max_new_tokens=6)
+    a = pol.generate(_reqs()[:1], sp)[0]
+    b = plain.generate(_reqs()[:1], sp)[0]
+    assert a.logprobs != b.logprobs  # the adapter changes the distribution
