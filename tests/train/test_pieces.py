@@ -111,3 +111,39 @@ def test_one_real_grpo_step_in_sandboxed_episodes(tmp_path: Path, tiny_tok: Any)
     assert s.unit["rollouts"] == 4 and s.unit["env_steps"] >= 4
     assert s.unit["generated_tokens"] > 0 and s.checkpoint
     assert "groups_zero_variance" in s.last_metrics
+
+
+def test_demo_report_renders_the_required_sections(tmp_path: Path) -> None:
+    import json
+
+    from ceiling.train._demo import DemoConfig, demo_suite
+    from ceiling.train._demo_report import per_template, render
+
+    suite, held = demo_suite(2, 1)
+    assert len(suite) == 14 and len(held) == 7
+    assert all(c.seed is not None and c.seed >= EVAL_SEED_BASE for c in suite + held)
+    assert {c.split for c in held} == {"heldout"}
+    assert DemoConfig.for_base("smollm2").k < DemoConfig.for_base("tiny").k
+    before = [_t(f"c{i}", j < 1) for i in range(6) for j in range(4)]
+    after = [_t(f"c{i}", j < 3) for i in range(6) for j in range(4)]
+    b, a = per_card(before), per_card(after)
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"step": s, "pass_rate": s / 10,
+                                           "unit": {"rollouts": 32 * s}}) + "\n"
+                               for s in range(1, 6)))
+    result = {
+        "base": "tiny", "base_sha256": "ab" * 32, "backend": "namespace",
+        "suite": {"cards": 6, "heldout_cards": 0, "k": 4},
+        "before": rates(b, 4), "after": rates(a, 4), "diff": paired_diff(b, a),
+        "pass_curve": {"before": pass_curve(b, 4), "after": pass_curve(a, 4)},
+        "heldout_variant": {"before": rates({}, 4), "after": rates({}, 4),
+                            "diff": paired_diff({}, {})},
+        "per_template": per_template(b, a, 4),
+        "training": {"steps": 5, "checkpoint": "x", "unit": {"rollouts": 160}},
+        "verdict_cache": {"hits": 1, "misses": 2, "entries": 2}, "notes": ["a note"],
+    }
+    html = render(result, before, after, metrics)
+    assert html.startswith("<!doctype html>") and "</html>" in html
+    for needle in ("Learning curve", "pass@k before and after", "Per-template change",
+                   "95% CI", "excludes", "<svg", "a note", "demo-copy-v1"):
+        assert needle in html, needle
