@@ -112,3 +112,13 @@ def test_infra_error_messages_are_counted_for_diagnosis() -> None:
     s = summarize([a, b, c, traj("t/a-v1@s0-d1-train", 3)], k=1)
     assert s["infra_error_messages"] == [{"count": 2, "message": "sandbox failed"},
                                          {"count": 1, "message": "could not freeze"}]
+
+
+def test_a_run_of_only_infra_errors_has_no_rates_and_still_renders() -> None:
+    from ceiling.evaluate import render_report
+
+    s = summarize(card_runs("t/a-v1@s0-d1-train", ["infra_error", "infra_error"]))
+    assert s["pass@1"]["value"] is None and s["pass@k"]["value"] is None
+    assert s["infra_errors"] == 2 and s["per_episode"]["steps"]["value"] is None
+    html = render_report([{**s, "name": "broken"}])
+    assert "2 of 2 episodes were infrastructure errors" in html and "n/a" in html
