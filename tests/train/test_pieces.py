@@ -147,3 +147,16 @@ def test_demo_report_renders_the_required_sections(tmp_path: Path) -> None:
     for needle in ("Learning curve", "pass@k before and after", "Per-template change",
                    "95% CI", "excludes", "<svg", "a note", "demo-copy-v1"):
         assert needle in html, needle
+
+
+def test_stage_arms_from_a_task_mix_file(tmp_path: Path) -> None:
+    from ceiling.train._cards import stage_arms
+    from ceiling.train._config import StageConfig
+
+    mix = tmp_path / "mix.yaml"
+    mix.write_text("task_mix: {terminal_ops: 1.0}\n"
+                   "templates: {include: ['terminal_ops/demo-*']}\n")
+    arms = stage_arms(StageConfig(name="m", mix=str(mix)))
+    assert {a.template for a in arms} == {f"terminal_ops/demo-{op}-v1" for op in
+                                          ("create", "append", "copy", "move", "delete",
+                                           "replace", "count")}

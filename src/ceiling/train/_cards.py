@@ -1,9 +1,10 @@
 """Which (template, difficulty, variant) arms a stage trains on.
 
 A stage names its cards by explicit ``templates``, a ``family``, ``tags`` (all must match)
-and/or a task-mix file (``mix``, read by ``ceiling.envs._mix`` when that module exists).
-The union is filtered by ``difficulties``; an empty result is a ConfigError naming the
-stage, never a silent no-op.
+and/or a task-mix file (``mix``: the (template, difficulty) options of
+``ceiling.envs._mix.TaskMix`` with non-zero weight; the band sampler then draws among them
+by pass rate, not by the mix weights). The union is filtered by ``difficulties``; an empty
+result is a ConfigError naming the stage, never a silent no-op.
 """
 
 from __future__ import annotations
@@ -23,16 +24,18 @@ def stage_templates(stage: StageConfig) -> list[str]:
         for t in templates(stage.family):
             if all(tag in t.tags for tag in stage.tags):
                 ids.append(t.template_id())
-    if stage.mix:
-        try:
-            from ..envs import _mix  # type: ignore[attr-defined]
-        except ImportError:
-            raise ConfigError("task-mix files are not supported in this build",
-                              where=f"stage {stage.name!r}: mix",
-                              fix="list templates, a family or tags instead") from None
-        mix = _mix.load_mix(stage.mix)
-        ids += [t for t in mix.template_ids()]
     return sorted(set(ids))
+
+
+def _mix_options(stage: StageConfig) -> list[tuple[str, int]]:
+    if not stage.mix:
+        return []
+    from ..envs._mix import TaskMix
+
+    mix = TaskMix.from_yaml(stage.mix)
+    joint = mix.joint()
+    return sorted({opt for key, opts in mix.options.items() if joint.get(key, 0.0) > 0
+                   for opt in opts})
 
 
 def stage_arms(stage: StageConfig) -> list[Arm]:
@@ -45,6 +48,10 @@ def stage_arms(stage: StageConfig) -> list[Arm]:
         diffs = [d for d in cls.difficulties
                  if stage.difficulties is None or d in stage.difficulties]
         arms += [Arm(tid, d, v) for d in diffs for v in stage.variants]
+    have = {(a.template, a.difficulty) for a in arms}
+    for tid, d in _mix_options(stage):
+        if (tid, d) not in have and (stage.difficulties is None or d in stage.difficulties):
+            arms += [Arm(tid, d, v) for v in stage.variants]
     if not arms:
         raise ConfigError(f"stage {stage.name!r} has an empty task mix", where="stages",
                           fix="give it templates, a family, tags or a mix that match at "

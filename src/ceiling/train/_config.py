@@ -67,7 +67,7 @@ class StageConfig(_M):
     mix: str | None = None  # a task_mix.yaml (templates weighted by type / horizon)
     difficulties: list[int] | None = None
     variants: list[Literal["train", "fault", "infeasible"]] = Field(
-        default_factory=lambda: ["train"])
+        default_factory=lambda: ["train"])  # type: ignore[arg-type]
     reward: RewardSpec = Field(default_factory=RewardSpec)
     steps: int = Field(20, ge=0)
     max_rollouts: int | None = Field(None, ge=1)
@@ -84,10 +84,10 @@ class TrainConfig(_M):
     updates_per_batch: int = Field(1, ge=1)
     micro_batch: int = Field(64, ge=1)
     max_grad_norm: float = Field(1.0, gt=0.0)
-    lora: LoraSettings = Field(default_factory=LoraSettings)
-    loss: LossSettings = Field(default_factory=LossSettings)
-    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
-    band: BandSettings = Field(default_factory=BandSettings)
+    lora: LoraSettings = Field(default_factory=LoraSettings)  # type: ignore[arg-type]
+    loss: LossSettings = Field(default_factory=LossSettings)  # type: ignore[arg-type]
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)  # type: ignore[arg-type]
+    band: BandSettings = Field(default_factory=BandSettings)  # type: ignore[arg-type]
     harness_format: Literal["line", "json"] = "line"
     history_turns: int | None = Field(6, ge=1)  # turns shown to the policy (None: all)
     backend: Literal["namespace", "local"] = "namespace"

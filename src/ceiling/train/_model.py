@@ -65,7 +65,7 @@ def load_base(path: Path, device: str = "cpu") -> tuple[Any, Any]:
         tok.pad_token = tok.eos_token
     for p in model.parameters():
         p.requires_grad_(False)
-    return model.to(device).eval(), tok
+    return model.to(device).eval(), tok  # type: ignore[arg-type]
 
 
 def attach_lora(model: Any, *, r: int = 16, alpha: int = 32, dropout: float = 0.0,

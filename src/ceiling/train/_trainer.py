@@ -117,7 +117,7 @@ class Trainer:
         self.opt: Optimizer = optimizer_factory(cfg.optimizer)(
             model=self.model, settings=settings, pad_id=self.tok.pad_token_id, config=cfg,
             tokenizer=self.tok)
-        self.backend = cfg.backend
+        self.backend: str = cfg.backend
         if self.rollout_factory is default_rollout:
             from ._rollouts import pick_backend
 
