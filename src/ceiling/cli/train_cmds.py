@@ -119,7 +119,8 @@ def base_build_cmd(
     minutes: Annotated[float | None, typer.Option("--minutes", help="wall-time cap (a capped "
                                                   "build says so in build.json)")] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
-    threads: Annotated[int, typer.Option("--threads")] = 2,
+    threads: Annotated[int, typer.Option("--threads", help="torch threads (the fixture: 1; "
+                                         "other counts train faster, not bit-identical)")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print the build report as JSON")
                        ] = False,
 ) -> None:
