@@ -200,7 +200,8 @@ def _require_fixed(tmp_path):
     finally:
         os.chdir(cwd)
     for rel in FORBIDDEN_IN:
-        text = open(os.path.join(WS, rel), encoding="utf-8").read()
+        with open(os.path.join(WS, rel), encoding="utf-8") as fh:
+            text = fh.read()
         for bad in FORBIDDEN:
             assert bad not in text, f"{rel} still contains {bad!r}"
     extra_check(app, state, data)

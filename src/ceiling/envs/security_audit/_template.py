@@ -51,7 +51,8 @@ def _visible_tests(b: Build, legit_results: list[tuple[int, str]]) -> str:
              '    data = tmp_path / "data"',
              '    shutil.copytree(SERVICE / "data", data)',
              f"    return app.make_state(str(data), {DUMMY_FLAG!r})"]
-    for i, ((path, params), res) in enumerate(zip(b.legit, legit_results)):
+    # the visible tests show every other functional request; the hidden tests check all
+    for i, ((path, params), res) in enumerate(zip(b.legit[::2], legit_results[::2])):
         name = path.strip("/").replace("/", "_").replace("-", "_") or "root"
         lines += ["", "", f"def test_{name}_{i}(tmp_path):",
                   f"    assert app.handle(_state(tmp_path), {path!r}, {params!r}) == {res!r}"]

@@ -140,7 +140,7 @@ def sqli(rng: random.Random, difficulty: int, heldout: bool) -> Build:
     table_src = "ROUTES = {" + ", ".join(routes + extra_routes) + "}\n"
 
     def app(body: str, body2: str) -> str:
-        return "\n\n".join([head, body + body2, extra_src, table_src]) + HANDLE  # noqa: FLY002
+        return "\n\n".join([head, body + body2, extra_src, table_src]) + HANDLE
 
     where = f"`{route}?{param}=`" + (" and `/search?prefix=`" if difficulty > 1 else "")
     return Build(
