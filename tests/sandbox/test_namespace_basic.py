@@ -129,3 +129,31 @@ def test_huge_command_line(sb: Sandbox) -> None:
     assert r.stdout.strip() == "100000"
     r = sb.exec(["true", "x" * 300_000])  # past the kernel's limit: a clear failure
     assert r.exit_code == 126 and "Argument list too long" in r.stderr
+
+
+def test_fork_layers_are_private_and_deleted_after_close(sb: Sandbox) -> None:
+    store = sb.store  # type: ignore[attr-defined]
+    sb.exec("echo one > a.txt")
+    f1 = sb.fork()
+    lid1 = f1.layer_ids[-1]  # type: ignore[attr-defined]
+    assert store.meta(lid1).get("private") and store.has(lid1)
+    f1.exec("echo two > a.txt")
+    f2 = f1.fork()  # stands on lid1 too
+    lid2 = f2.layer_ids[-1]  # type: ignore[attr-defined]
+    f1.close()
+    assert store.has(lid1), "still used by the second fork"
+    assert f2.exec("cat a.txt").stdout == "two\n"
+    f2.close()
+    assert not store.has(lid1) and not store.has(lid2)
+
+
+def test_checkpoint_on_a_fork_publishes_its_layers(sb: Sandbox) -> None:
+    store = sb.store  # type: ignore[attr-defined]
+    sb.exec("echo one > a.txt")
+    with sb.fork() as f:
+        lid = f.layer_ids[-1]  # type: ignore[attr-defined]
+        f.exec("echo two > b.txt")
+        public = f.checkpoint()
+    assert store.has(lid) and not store.meta(lid).get("private")
+    with open_sandbox([public], store=store) as g:
+        assert g.exec("cat a.txt b.txt").stdout == "one\ntwo\n"

@@ -27,6 +27,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -83,12 +84,16 @@ class LayerStore:
         p = self.root / f"{layer_id}.json"
         return json.loads(p.read_text()) if p.is_file() else {}
 
+    def _write_meta(self, lid: str, meta: dict[str, object]) -> None:
+        # a unique temp name: threads may commit the same layer at once
+        fd, tmp_meta = tempfile.mkstemp(prefix=f".{lid}.", suffix=".json", dir=self.root)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(meta))
+        os.replace(tmp_meta, self.root / f"{lid}.json")
+
     def _commit(self, tmp: Path, lid: str, meta: dict[str, object] | None) -> str:
-        if meta is not None:  # unique temp name: threads may commit the same layer at once
-            fd, tmp_meta = tempfile.mkstemp(prefix=f".{lid}.", suffix=".json", dir=self.root)
-            with os.fdopen(fd, "w") as f:
-                f.write(json.dumps(meta))
-            os.replace(tmp_meta, self.root / f"{lid}.json")
+        if meta is not None:
+            self._write_meta(lid, meta)
         try:
             tmp.rename(self.root / lid)
         except OSError:  # a concurrent writer stored the same content first
@@ -119,10 +124,17 @@ class LayerStore:
             return sid
         return lid
 
-    def put_diff(self, upper: str | os.PathLike[str], parents: Sequence[str]) -> str:
-        """Freeze an overlay upper directory on top of ``parents`` (lowest first)."""
+    def put_diff(self, upper: str | os.PathLike[str], parents: Sequence[str], *,
+                 private: bool = False) -> str:
+        """Freeze an overlay upper directory on top of ``parents`` (lowest first).
+
+        ``private=True`` (what ``fork()`` uses) gives the layer a unique id, never shared
+        with an identical checkpoint, so it can be deleted when the last sandbox using it
+        closes (:func:`release`); ``publish`` makes it permanent."""
         upper = Path(upper)
         h = hashlib.sha256(json.dumps(list(parents)).encode())
+        if private:
+            h.update(os.urandom(16))
         entries: list[tuple[str, os.stat_result]] = []
         for dirpath, dirnames, filenames in os.walk(upper):
             dirnames.sort()
@@ -151,7 +163,23 @@ class LayerStore:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        return self._commit(tmp, lid, {"parents": list(parents)})
+        meta: dict[str, object] = {"parents": list(parents)}
+        if private:
+            meta["private"] = True
+        return self._commit(tmp, lid, meta)
+
+    def publish(self, layer_id: str) -> None:
+        """Make a private layer permanent (a public checkpoint was taken on top of it)."""
+        m = self.meta(layer_id)
+        if m.get("private"):
+            m.pop("private")
+            self._write_meta(layer_id, m)
+
+    def remove_private(self, layer_id: str) -> None:
+        """Delete a private layer (no-op for any other layer)."""
+        if self.meta(layer_id).get("private"):
+            shutil.rmtree(self.root / layer_id, ignore_errors=True)
+            (self.root / f"{layer_id}.json").unlink(missing_ok=True)
 
     @staticmethod
     def _copy_entry(src: Path, dst: Path, st: os.stat_result) -> None:
@@ -237,6 +265,34 @@ class LayerStore:
     def empty(self) -> str:
         """The id of the empty layer (an overlay needs at least one lower layer)."""
         return self.put_tree({})
+
+
+_refs: dict[tuple[str, str], int] = {}
+_refs_lock = threading.Lock()
+
+
+def hold(store: LayerStore, ids: Iterable[str]) -> None:
+    """Count a use of every private layer in ``ids`` (one per open sandbox stack)."""
+    with _refs_lock:
+        for lid in ids:
+            if store.meta(lid).get("private"):
+                key = (str(store.root), lid)
+                _refs[key] = _refs.get(key, 0) + 1
+
+
+def release(store: LayerStore, ids: Iterable[str]) -> None:
+    """Drop a use; a private layer nobody in this process uses any more is deleted."""
+    dead = []
+    with _refs_lock:
+        for lid in ids:
+            key = (str(store.root), lid)
+            if key in _refs:
+                _refs[key] -= 1
+                if _refs[key] <= 0:
+                    del _refs[key]
+                    dead.append(lid)
+    for lid in dead:
+        store.remove_private(lid)
 
 
 def _chown_tree_root(root: Path) -> None:

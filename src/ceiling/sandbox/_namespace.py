@@ -62,8 +62,16 @@ from typing import Self
 from .._errors import ConfigError, SandboxError, SandboxUnavailable
 from . import _launch
 from ._launch import _PATH, POOL, Holder, namespaces_available, start_holder
-from ._layers import LayerStore
+from ._layers import LayerStore, hold, release
 from ._types import WORKDIR, ExecResult, Limits
+
+
+def _finish(h: Holder, store: LayerStore, stacks: list[list[str]]) -> None:
+    """Close: stop the holder, then let go of the layer stacks it stood on."""
+    h.stop()
+    for ids in stacks:
+        release(store, ids)
+    stacks.clear()
 
 
 class NamespaceSandbox:
@@ -86,7 +94,10 @@ class NamespaceSandbox:
         self._seq = itertools.count()
         warm = POOL.take(store, limits)
         self._h: Holder | None = warm or start_holder(self._current, store, limits)
-        self._finalizer = weakref.finalize(self, Holder.stop, self._h)
+        hold(store, self.layer_ids)  # private (fork) layers live while a stack uses them
+        hold(store, self._current)
+        self._stacks = [self.layer_ids, self._current]
+        self._finalizer = weakref.finalize(self, _finish, self._h, store, self._stacks)
         if warm is not None:
             self._remount(self._current)  # a warm holder still shows the empty layer
         POOL.refill(store, limits)
@@ -251,23 +262,42 @@ class NamespaceSandbox:
             raise SandboxError(f"reset failed: {msg.get('msg')}",
                                fix="close this sandbox and open a new one")
 
+    def _set_current(self, stack: list[str]) -> None:
+        hold(self.store, stack)
+        release(self.store, self._current)
+        self._current = self._stacks[1] = stack
+
     def reset(self) -> None:
         same = self._current == self.layer_ids
         self._remount(None if same else list(self.layer_ids))
-        self._current = list(self.layer_ids)
+        self._set_current(list(self.layer_ids))
+
+    def _upper(self) -> Path:
+        return Path(f"/proc/{self._holder().host_pid}/root/.ceiling/state/upper")
 
     def checkpoint(self) -> str:
-        upper = Path(f"/proc/{self._holder().host_pid}/root/.ceiling/state/upper")
         with self._lock:
-            return self.store.put_diff(upper, self._current)
+            for lid in self._current:  # a public layer must not stand on a private one
+                self.store.publish(lid)
+            return self.store.put_diff(self._upper(), self._current)
 
     def restore(self, layer_id: str) -> None:
         stack = self.store.expand([layer_id])
         self._remount(stack)
-        self._current = stack
+        self._set_current(stack)
 
     def fork(self) -> NamespaceSandbox:
-        return NamespaceSandbox([self.checkpoint()], self.store, self.limits)
+        """A new sandbox over a *private* frozen copy of this one's state: the layer is
+        deleted when the last sandbox standing on it closes (unless a ``checkpoint()`` on
+        top of it published it), so a verifier forking every episode does not grow the
+        store."""
+        with self._lock:
+            lid = self.store.put_diff(self._upper(), self._current, private=True)
+        try:
+            return NamespaceSandbox([lid], self.store, self.limits)
+        except BaseException:
+            self.store.remove_private(lid)
+            raise
 
     def close(self) -> None:
         if self._h is not None:
