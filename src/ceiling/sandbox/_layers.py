@@ -166,18 +166,26 @@ class LayerStore:
         meta: dict[str, object] = {"parents": list(parents)}
         if private:
             meta["private"] = True
+            with _refs_lock:
+                _private.add((str(self.root), lid))
         return self._commit(tmp, lid, meta)
 
     def publish(self, layer_id: str) -> None:
         """Make a private layer permanent (a public checkpoint was taken on top of it)."""
+        with _refs_lock:
+            if (str(self.root), layer_id) not in _private:
+                return
+            _private.discard((str(self.root), layer_id))
         m = self.meta(layer_id)
-        if m.get("private"):
-            m.pop("private")
-            self._write_meta(layer_id, m)
+        m.pop("private", None)
+        self._write_meta(layer_id, m)
 
     def remove_private(self, layer_id: str) -> None:
-        """Delete a private layer (no-op for any other layer)."""
-        if self.meta(layer_id).get("private"):
+        """Delete a private layer made by this process (no-op for any other layer)."""
+        with _refs_lock:
+            mine = (str(self.root), layer_id) in _private
+            _private.discard((str(self.root), layer_id))
+        if mine:
             shutil.rmtree(self.root / layer_id, ignore_errors=True)
             (self.root / f"{layer_id}.json").unlink(missing_ok=True)
 
@@ -268,15 +276,17 @@ class LayerStore:
 
 
 _refs: dict[tuple[str, str], int] = {}
+_private: set[tuple[str, str]] = set()  # (store root, id) of private layers made here
 _refs_lock = threading.Lock()
 
 
 def hold(store: LayerStore, ids: Iterable[str]) -> None:
-    """Count a use of every private layer in ``ids`` (one per open sandbox stack)."""
+    """Count a use of every private layer of this process in ``ids`` (one per open stack).
+    In memory only, so a reset pays nothing for it."""
     with _refs_lock:
         for lid in ids:
-            if store.meta(lid).get("private"):
-                key = (str(store.root), lid)
+            key = (str(store.root), lid)
+            if key in _private:
                 _refs[key] = _refs.get(key, 0) + 1
 
 

@@ -263,6 +263,8 @@ class NamespaceSandbox:
                                fix="close this sandbox and open a new one")
 
     def _set_current(self, stack: list[str]) -> None:
+        if stack == self._current:
+            return
         hold(self.store, stack)
         release(self.store, self._current)
         self._current = self._stacks[1] = stack
