@@ -141,6 +141,10 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
         lid = store.put_tree(_tree(sizes[len(sizes) // 2]))
         with open_sandbox([lid], backend=backend, limits=limits, store=store) as sb:
             progress("exec overhead")
+            POOL.settle()  # our own warm start must not compete with what we time
+            for _ in range(5):  # warm-up, both paths
+                sb.exec(["true"])
+                subprocess.run(["true"], capture_output=True, check=False)
             ours, bare = [], []
             for _ in range(reps):
                 t0 = time.perf_counter()
