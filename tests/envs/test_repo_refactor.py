@@ -112,8 +112,13 @@ def test_long_difficulty_needs_many_edits() -> None:
     assert card.budget.max_steps > 60
 
 
-@pytest.mark.parametrize("tid", IDS)
-@pytest.mark.parametrize("variant", VARIANTS)
+# Two variants per template, rotating so every variant is exercised by several templates
+# (the full template x variant x difficulty sweep is `ceiling envs validate FAMILY --n N`).
+ORACLE_CASES = [(tid, VARIANTS[(i + k) % len(VARIANTS)]) for i, tid in enumerate(IDS)
+                for k in (0, 2)]
+
+
+@pytest.mark.parametrize(("tid", "variant"), ORACLE_CASES)
 def test_oracle_solves(tid: str, variant: str) -> None:
     card = make(tid, seed=1, difficulty=1, variant=variant)
     verdict, reward = _episode(card, "oracle")
@@ -123,8 +128,8 @@ def test_oracle_solves(tid: str, variant: str) -> None:
 
 
 @pytest.mark.parametrize("tid", IDS)
-@pytest.mark.parametrize("variant", ["train", "heldout"])
-def test_null_policy_fails_every_hidden_test(tid: str, variant: str) -> None:
+def test_null_policy_fails_every_hidden_test(tid: str) -> None:
+    variant = "heldout" if IDS.index(tid) % 2 else "train"
     card = make(tid, seed=1, difficulty=1, variant=variant)
     verdict, reward = _episode(card, "null")
     assert verdict.outcome.value == "failed" and reward <= 0
