@@ -95,7 +95,7 @@ def test_state_dict_resumes_the_direction_stream_exactly(tiny_tok: Any) -> None:
 
     def fresh() -> tuple[Any, ES, Any]:
         m = make_model(tiny_tok, seed=4)
-        _, obj, run = _toy(m, target)
+        _, _obj, run = _toy(m, target)
         return m, ES(m, ESSettings(population=4), seed=11), run
 
     m1, es1, run1 = fresh()
