@@ -102,5 +102,5 @@ def test_json_dialogue_messages_and_card_tools() -> None:
     assert msgs[-2]["role"] == "assistant" and msgs[-1] == {"role": "user", "content": "1"}
     with pytest.raises(ReplyError, match="too long"):
         d.parse("x" * 101)
-    with pytest.raises(ReplyError, match="cut at 256 tokens"):
+    with pytest.raises(ReplyError, match="cut at the token limit"):
         d.parse('{"tool": "run", "args": {"cmd": "l', finish_reason="length")

@@ -140,7 +140,7 @@ class Dialogue:
         except (LineParseError, JsonParseError) as e:
             msg = str(e)
             if finish_reason == "length":
-                msg += f" (the reply was cut at {cfg.max_reply_tokens} tokens)"
+                msg += " (the reply was cut at the token limit)"
             raise ReplyError(msg) from None
 
     def format_reply(self, action: Action) -> str:
