@@ -132,6 +132,24 @@ def test_resume_skips_finished_episodes_and_survives_a_torn_line(
                      out=out, progress=False)
 
 
+def test_retry_infra_errors_on_resume(demo_cards: list[TaskCard], backend: str,
+                                      tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    crash = _Recording(['{"tool": "submit"}'], crash_on_call=1)
+    crash.spec = "scripted:oracle"
+    (t,) = run_episodes(demo_cards[:1], crash, backend=backend, out=out, progress=False)
+    assert t.outcome == "infra_error"
+    kept = run_episodes(demo_cards[:1], load_policy("scripted:oracle"), backend=backend,
+                        out=out, progress=False)
+    assert kept[0].outcome == "infra_error"  # by default a resume does not redo anything
+    (t,) = run_episodes(demo_cards[:1], load_policy("scripted:oracle"), backend=backend,
+                        out=out, progress=False, retry_infra=True)
+    assert t.outcome == "solved"
+    assert len(out.read_text().splitlines()) == 2
+    assert [x.outcome for x in read_trajectories(out)] == ["solved"]
+    assert len(read_trajectories(out, latest=False)) == 2
+
+
 def test_bad_arguments(demo_cards: list[TaskCard]) -> None:
     with pytest.raises(ConfigError, match="k=0"):
         run_episodes(demo_cards, load_policy("scripted:null"), k=0, progress=False)

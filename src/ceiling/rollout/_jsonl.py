@@ -15,9 +15,11 @@ from .._errors import ConfigError
 from ._types import Trajectory
 
 
-def read_trajectories(path: str | os.PathLike[str], *, strict: bool = False) -> list[Trajectory]:
-    """Every complete record in a JSONL file. A partial or corrupt line is skipped (or a
-    ConfigError naming its line number when ``strict``)."""
+def read_trajectories(path: str | os.PathLike[str], *, strict: bool = False,
+                      latest: bool = True) -> list[Trajectory]:
+    """Every complete record in a JSONL file, in file order. A partial or corrupt line is
+    skipped (or a ConfigError naming its line number when ``strict``). With ``latest``, an
+    episode id written more than once (a retried infra error) keeps only its last record."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"no trajectory file at {str(p)!r}", where=str(p),
@@ -36,6 +38,9 @@ def read_trajectories(path: str | os.PathLike[str], *, strict: bool = False) -> 
                 if strict:
                     raise ConfigError(f"not a trajectory record ({e})", where=f"{p}:{i}",
                                       fix="remove the line or use another file") from None
+    if latest:
+        last = {t.episode_id: i for i, t in enumerate(out)}
+        out = [t for i, t in enumerate(out) if last[t.episode_id] == i]
     return out
 
 

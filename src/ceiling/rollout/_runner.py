@@ -120,7 +120,7 @@ def run_episodes(cards: Sequence[TaskCard], policy: Policy,
                  out: str | os.PathLike[str] | None = None, workers: int = 8,
                  concurrency: int = 32, seed: int = 0, reward_spec: RewardSpec | None = None,
                  limits: Any = None, progress: bool = True, env_factory: EnvFactory | None = None,
-                 stats: RunStats | None = None) -> list[Trajectory]:
+                 stats: RunStats | None = None, retry_infra: bool = False) -> list[Trajectory]:
     """Run ``k`` episodes per card and return every trajectory (including ones a resumed
     ``out`` file already held), ordered by card then sample.
 
@@ -129,6 +129,8 @@ def run_episodes(cards: Sequence[TaskCard], policy: Policy,
     the harness's stop strings are always added. ``env_factory(card, backend=,
     reward_spec=, limits=)`` replaces :class:`ceiling.env.TaskEnv` (tests, benchmarks).
     ``stats`` (a :class:`RunStats`) is filled with the run's time accounting.
+    ``retry_infra``: on resume, rerun episodes the file holds as ``infra_error`` (their new
+    record is appended; readers keep the last record of an id).
     """
     if k < 1:
         raise ConfigError(f"k={k} must be at least 1", fix="sample each card once or more")
@@ -153,6 +155,8 @@ def run_episodes(cards: Sequence[TaskCard], policy: Policy,
     writer: JsonlWriter | None = None
     if out is not None:
         done = _resume(Path(out), todo, policy, h)
+        if retry_infra:
+            done = {k: v for k, v in done.items() if v.outcome != "infra_error"}
         writer = JsonlWriter(out)
     st.skipped = len(done)
     queue = [lv for lv in todo if lv.eid not in done]
