@@ -143,8 +143,15 @@ def pick_fault(rng: random.Random, edit_path: str) -> tuple[Fault, list[str]]:
         return Fault(kind="transient", target="python3", times=1,
                      message="python3: temporary failure (resource busy), try again"), []
     if kind == "permission":
-        return Fault(kind="permission", target=edit_path), [edit_path]
-    return Fault(kind="missing_tool", target=rng.choice(MISSING_TOOLS)), []
+        return Fault(kind="permission", target=edit_path, times=1), [edit_path]
+    return Fault(kind="missing_tool", target=rng.choice(MISSING_TOOLS), times=1), []
+
+
+def fault_for(rng: random.Random, variant: str, edit_path: str) -> tuple[Fault | None, list[str]]:
+    """``pick_fault`` on a ``fault`` variant; no fault (and nothing to chmod) otherwise."""
+    if variant != "fault":
+        return None, []
+    return pick_fault(rng, edit_path)
 
 
 def budget_for(horizon: str) -> Budget:
@@ -174,9 +181,9 @@ def assemble(template: Any, *, difficulty: int, variant: str, instruction: str,
         difficulty=difficulty,
         tags=[*template.tags, f"variant:{variant}", *tags],
         split="heldout" if variant == "heldout" else "train",
+        solution=solution,
     )
     card.with_files(workspace=dict(workspace), tests=dict(tests))
-    card.solution = solution
     return card
 
 

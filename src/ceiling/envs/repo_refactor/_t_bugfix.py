@@ -99,9 +99,7 @@ class FixBug(Template):
                   + cases_literal(calls, results) + per_bug + BEHAVIOUR + hidden_extra)
         workspace = dict(buggy)
         workspace[tname] = visible
-        fault, chmod = (None, [])
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, repo.path(bugs[0][0]))
+        fault, chmod = _kit.fault_for(rng, variant, repo.path(bugs[0][0]))
         changed = {p: x for p, x in correct.items() if buggy.get(p) != x}
         n = len(bugs)
         instruction = (

@@ -131,9 +131,7 @@ class RemoveDuplication(Template):
                   + f"\nPKG, SHARED = {pkg!r}, {shared!r}\nMODULES = {mods!r}\n"
                   + f"COPY_NAMES = {sorted(set(copy_names) - {shared})!r}\n"
                   + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
-        fault, chmod = (None, [])
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, f"{pkg}/{mods[0]}.py")
+        fault, chmod = _kit.fault_for(rng, variant, f"{pkg}/{mods[0]}.py")
         where = ("the private helpers " + ", ".join(f"`{c}`" for c in copy_names[:3])
                  + (", ..." if len(copy_names) > 3 else "") + " (one per module, same body)"
                  if varied else f"a private helper `_{shared}`")

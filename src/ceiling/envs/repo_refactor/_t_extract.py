@@ -191,9 +191,7 @@ class ExtractFunction(Template):
                   + f"EXTRACTS = {extracts!r}\nNEW_CASES = {new_cases!r}\n"
                   + f"HOST_CASES = {host_cases!r}\n" + _CHECKS)
         workspace = {**before, tname: "\n".join(vis) + "\n"}
-        fault, chmod = (None, [])
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, f"{pkg}/{jobs[0][0]}.py")
+        fault, chmod = _kit.fault_for(rng, variant, f"{pkg}/{jobs[0][0]}.py")
         todo = "; ".join(f"in `{pkg}/{mod}.py`, from `{path}` into `{new}({', '.join(spec.params)})`"
                          for mod, _, path, new, spec in jobs)
         instruction = (

@@ -225,9 +225,7 @@ class MakeFast(Template):
         workspace = dict(before)
         workspace[tname] = "\n".join(vis) + "\n"
         first = f"{pkg}/{fns[0][0]}.py"
-        fault, chmod = (None, [])
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, first)
+        fault, chmod = _kit.fault_for(rng, variant, first)
         names = ", ".join(f"`{m}.{n}`" for m, n, _ in fns)
         scorer_word = "`source.weight(item)`" if heldout else "`score(item)`"
         budget = "at most half as many scorer calls as there are items" if infeasible else \

@@ -95,10 +95,7 @@ class RenameSymbol(Template):
         hidden = (_kit.TEST_PRELUDE + SOURCE_HELPERS
                   + f"\nPKG, CORE, OLD, NEW = {repo.pkg!r}, {repo.core!r}, {asked!r}, {new!r}\n"
                   + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
-        fault, chmod = (None, [])
-        edit = f"{repo.pkg}/{repo.core}.py"
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, edit)
+        fault, chmod = _kit.fault_for(rng, variant, f"{repo.pkg}/{repo.core}.py")
         changed = {p: t for p, t in after.items() if before.get(p) != t}
         instruction = (
             f"The package `{repo.pkg}` (in this folder) has a function `{asked}` in "

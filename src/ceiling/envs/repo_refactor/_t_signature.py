@@ -89,9 +89,7 @@ class ChangeSignature(Template):
         hidden = (_kit.TEST_PRELUDE
                   + f"\nPKG, CORE, FN = {repo.pkg!r}, {repo.core!r}, {t.name!r}\n"
                   + f"WANT = {want!r}\n" + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
-        fault, chmod = (None, [])
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, f"{repo.pkg}/{repo.core}.py")
+        fault, chmod = _kit.fault_for(rng, variant, f"{repo.pkg}/{repo.core}.py")
         changed = {p: x for p, x in after.items() if before.get(p) != x}
         shown = [p for p, _ in want]
         sig = (f"{t.name}(*, {', '.join(shown)})" if kwonly

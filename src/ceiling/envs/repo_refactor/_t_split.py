@@ -126,9 +126,7 @@ class SplitModule(Template):
         hidden = (_kit.TEST_PRELUDE + SOURCE_HELPERS
                   + f"\nPKG, BIG = {pkg!r}, {big!r}\nGROUPS = {group_names!r}\n"
                   + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
-        fault, chmod = (None, [])
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, f"{pkg}/{big}.py")
+        fault, chmod = _kit.fault_for(rng, variant, f"{pkg}/{big}.py")
         if sections:
             plan = (f"Each `# == section: NAME ==` comment in `{pkg}/{big}.py` starts a group: "
                     f"move the functions of section NAME into `{pkg}/NAME.py`.")

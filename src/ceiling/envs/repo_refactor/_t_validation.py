@@ -174,9 +174,7 @@ class AddValidation(Template):
             reason = (f"the rules require {s.name} to reject an empty list, but a protected "
                       f"visible test requires {s.name}([], ...) to return 0")
         workspace = {**before, tname: visible}
-        fault, chmod = (None, [])
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, f"{pkg}/{jobs[0][0]}.py")
+        fault, chmod = _kit.fault_for(rng, variant, f"{pkg}/{jobs[0][0]}.py")
         spec_lines = " ".join(f"`{m}.{s.name}`: {_describe(r)}." for m, s, r in jobs)
         raise_what = (f"`{pkg}.errors.InvalidInput` (already defined in `{pkg}/errors.py`)"
                       if custom else "`ValueError`")

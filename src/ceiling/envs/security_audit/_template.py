@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable
 from typing import ClassVar
 
-from ...cards import TaskCard
+from ...cards import Fault, TaskCard
 from .._registry import Template, Variant
 from ..repo_refactor import _kit
 from ._service import (
@@ -83,18 +83,16 @@ class VulnTemplate(Template):
         ws.update({"service/server.py": SERVER, "service/flag.txt": DUMMY_FLAG + "\n"})
         ws.update({f"service/data/{k}": v for k, v in b.data.items()})
         ws.update(b.extra)
-        fault, chmod = (None, [])
-        if variant == "fault":
-            fault, chmod = _kit.pick_fault(rng, "service/app.py")
-            if fault.kind == "missing_tool":
-                fault.target = rng.choice(("curl", "sed", "grep", "wget"))
+        fault, chmod = _kit.fault_for(rng, variant, "service/app.py")
+        if fault is not None and fault.kind == "missing_tool":
+            fault.target = rng.choice(("curl", "sed", "grep", "wget"))
         infeasible = variant == "infeasible"
         if self.mode == "fix":
             return self._fix(b, ws, vuln_res[:n], difficulty, variant, fault, chmod, infeasible)
         return self._reproduce(b, ws, fixed, difficulty, variant, fault, chmod, infeasible)
 
     def _fix(self, b: Build, ws: dict[str, str], legit_res: list[tuple[int, str]],
-             difficulty: int, variant: str, fault: object, chmod: list[str],
+             difficulty: int, variant: str, fault: Fault | None, chmod: list[str],
              infeasible: bool) -> TaskCard:
         tname = "tests/test_service.py"
         ws[tname] = _visible_tests(b, legit_res)
@@ -123,14 +121,14 @@ class VulnTemplate(Template):
             solution=_kit.GIVE_UP if infeasible else _kit.oracle_script(
                 {f"service/{k}": v for k, v in b.fixed.items()}, chmod=chmod,
                 note=f"fix {self.kind}"),
-            protected=[tname], faults=[fault] if fault else [],  # type: ignore[list-item]
+            protected=[tname], faults=[fault] if fault else [],
             infeasible_reason=("a protected functional test requires the vulnerable behaviour "
                                f"({self.kind}): the hole cannot be closed without breaking it")
             if infeasible else None,
             tags=[f"vuln:{self.kind}", "mode:fix", f"structure:{'heldout' if variant == 'heldout' else 'train'}-{self.kind}"])
 
     def _reproduce(self, b: Build, ws: dict[str, str], fixed: dict[str, str], difficulty: int,
-                   variant: str, fault: object, chmod: list[str], infeasible: bool) -> TaskCard:
+                   variant: str, fault: Fault | None, chmod: list[str], infeasible: bool) -> TaskCard:
         pristine = fixed if infeasible else b.service
         if infeasible:
             ws.update({f"service/{k}": v for k, v in fixed.items()})
@@ -152,7 +150,7 @@ class VulnTemplate(Template):
             test_ids=_kit.test_ids("test_task.py", hidden),
             solution=_kit.GIVE_UP if infeasible else _kit.oracle_script(
                 {"exploit.py": b.exploit}, chmod=chmod, note=f"exploit {self.kind}"),
-            protected=[], faults=[fault] if fault else [],  # type: ignore[list-item]
+            protected=[], faults=[fault] if fault else [],
             infeasible_reason=("the service is not vulnerable: input never reaches the "
                                f"{self.kind} sink unsafely, so no exploit can retrieve the "
                                "flag") if infeasible else None,
