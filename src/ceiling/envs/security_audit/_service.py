@@ -249,6 +249,9 @@ class Build:
     what: str = ""  # where the vulnerability is, for the fix instruction
     hint: str = ""  # where the flag lives, for the reproduce instruction
     sites: int = 1  # vulnerable code sites to fix
+    # files overriding the fixed service for the infeasible *reproduce* twin, when the fixed
+    # service alone would still be attackable (a weak password behind a strong hash)
+    safe: dict[str, str] = field(default_factory=dict)
 
 
 def probe(service: Mapping[str, str], data: Mapping[str, str], env: Mapping[str, str],

@@ -129,9 +129,9 @@ class VulnTemplate(Template):
 
     def _reproduce(self, b: Build, ws: dict[str, str], fixed: dict[str, str], difficulty: int,
                    variant: str, fault: Fault | None, chmod: list[str], infeasible: bool) -> TaskCard:
-        pristine = fixed if infeasible else b.service
+        pristine = {**fixed, **b.safe} if infeasible else b.service
         if infeasible:
-            ws.update({f"service/{k}": v for k, v in fixed.items()})
+            ws.update({f"service/{k}": v for k, v in pristine.items()})
         hidden = (_kit.TEST_PRELUDE + f"\nSERVICE = {pristine!r}\nDATA = {b.data!r}\n"
                   + f"HARNESS = {HARNESS_SERVER!r}\nEXPLOIT_TIMEOUT = 60\n" + REPRODUCE_TEST)
         instruction = (

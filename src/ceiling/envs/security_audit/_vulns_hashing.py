@@ -127,7 +127,12 @@ def hashing(rng: random.Random, difficulty: int, heldout: bool) -> Build:
                 ("/register", {"user": "newbie", "password": "abc"}),
                 ("/login", {"user": "nobody", "password": "x"})])
     u0, p0 = seeds[0]
+    # the infeasible reproduce twin: salted slow hashes AND an admin password that is not
+    # in any wordlist, so neither the listing nor a dictionary attack gets in
+    safe = app(True).replace("random.Random(flag).choice(weak)", "secrets.token_urlsafe(18)")
+    safe = safe.replace("import random\n", "import random\nimport secrets\n")
     return Build(
+        safe={"app.py": safe},
         service={"app.py": app(False)}, fixed={"app.py": app(True)},
         data={"wordlist.txt": "\n".join(wordlist) + "\n",
               "users.txt": "".join(f"{u} {p}\n" for u, p in seeds)},
