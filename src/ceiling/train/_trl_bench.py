@@ -28,7 +28,9 @@ token's loss is read from TRL's own ``_compute_loss`` by masking every other tok
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -236,7 +238,8 @@ def _trl_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
     trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=args,
                           train_dataset=Dataset.from_dict({"prompt": prompts}),
                           processing_class=tok, peft_config=lora, callbacks=[Timer()])
-    trainer.train()
+    with contextlib.redirect_stdout(sys.stderr):  # TRL prints its logs to stdout
+        trainer.train()
     lens = [h["completions/mean_length"] for h in trainer.state.log_history
             if "completions/mean_length" in h]
     n = s.prompts * s.group_size
