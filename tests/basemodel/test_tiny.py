@@ -78,9 +78,10 @@ def test_build_writes_a_loadable_model(tmp_path: Path) -> None:
     from ceiling.basemodel._pretrain import BuildConfig, build_tiny
 
     out = tmp_path / "tiny"
-    rep = build_tiny(out, BuildConfig(steps=3, episodes=300, batch_size=4, eval_tasks=3,
-                                      eval_samples=2, hidden=32, layers=1, heads=2, ffn=64))
-    assert rep.steps_done == 3 and not rep.capped and rep.tokens_seen > 0
+    rep = build_tiny(out, BuildConfig(steps=3, action_steps=2, episodes=300, batch_size=4,
+                                      eval_tasks=3, eval_samples=2, hidden=32, layers=1,
+                                      heads=2, ffn=64))
+    assert rep.steps_done == 5 and not rep.capped and rep.tokens_seen > 0
     assert 0.0 <= rep.eval["greedy_exact"] <= 1.0
     model = AutoModelForCausalLM.from_pretrained(out)
     tok = AutoTokenizer.from_pretrained(out)
@@ -89,6 +90,24 @@ def test_build_writes_a_loadable_model(tmp_path: Path) -> None:
     sha = weights_sha256(out)
     assert sha == weights_sha256(out) and len(sha) == 64
     assert (out / "build.json").is_file() and not list(tmp_path.glob(".tiny*"))
+    again = build_tiny(tmp_path / "more", BuildConfig(init=str(out), action_steps=1,
+                                                      episodes=300, batch_size=4, eval_tasks=2,
+                                                      eval_samples=1))
+    assert again.steps_done == 1 and again.eval["init_build"]["steps_done"] == 5
+
+
+def test_action_masks_cover_exactly_the_action_lines() -> None:
+    from ceiling.basemodel._pretrain import encode_episodes
+
+    texts = _corpus.render(_corpus.generate(50, 4))
+    tok = train_tokenizer(texts, vocab_size=500)
+    ids, masks = encode_episodes(tok, texts)
+    for t, i, m in zip(texts, ids, masks, strict=True):
+        learned = tok.decode([x for x, f in zip(i, m, strict=True) if f],
+                             skip_special_tokens=True)
+        want = "".join(line[2:] for line in t.splitlines(keepends=True)
+                       if line.startswith("> "))
+        assert learned == want
 
 
 @pytest.mark.skipif(not (FIXTURE / "model.safetensors").is_file(), reason="fixture not built")

@@ -6,6 +6,10 @@ straddles two blocks, so every block starts at a task), AdamW (0.9, 0.95), warm-
 cosine decay. The budget is a number of *steps*, so a build is reproducible on one machine
 and thread count; ``minutes`` is only a safety cap (a capped build says so in its report).
 
+Phase 2 puts the loss on the agent's action lines only (instructions hold random names,
+observations are the environment's): it concentrates the gradient on copying names from
+the task into the command, which phase 1 alone learned too slowly on a loaded CPU.
+
 The result is a plain Hugging Face folder (``config.json``, ``model.safetensors``,
 ``tokenizer.json`` …) that ``AutoModelForCausalLM.from_pretrained`` loads, plus
 ``build.json`` with the recipe and the figures measured on held-out corpus tasks.
@@ -49,6 +53,9 @@ class BuildConfig:
     max_positions: int = 2048  # RoPE: no parameters, only how long a prompt may grow
     threads: int = 1  # the fixture was built with 1; other counts are not bit-identical
     max_minutes: float = 30.0
+    action_steps: int = 400  # phase 2: loss on action lines only
+    action_lr: float = 2e-3
+    init: str | None = None  # continue from an earlier build's folder (skips phase 1)
     eval_tasks: int = 100
     eval_samples: int = 8
 
@@ -68,79 +75,100 @@ class BuildReport:
     words: list[str] = field(default_factory=list)
 
 
-def _pack(ids_list: list[list[int]], pad: int, rng: random.Random) -> list[list[int]]:
-    """Greedy-pack whole episodes into BLOCK-token blocks (pads at the end)."""
+def _pack(ids_list: list[list[int]], masks: list[list[int]], pad: int,
+          rng: random.Random) -> tuple[list[list[int]], list[list[int]]]:
+    """Greedy-pack whole episodes into BLOCK-token blocks (pads at the end); the masks
+    (1 = an action-line token) travel with them."""
     order = list(range(len(ids_list)))
     rng.shuffle(order)
     blocks: list[list[int]] = []
+    bmasks: list[list[int]] = []
     cur: list[int] = []
+    cm: list[int] = []
     for i in order:
-        ids = ids_list[i][:BLOCK]
+        ids, m = ids_list[i][:BLOCK], masks[i][:BLOCK]
         if len(cur) + len(ids) > BLOCK:
             blocks.append(cur + [pad] * (BLOCK - len(cur)))
-            cur = []
-        cur = cur + ids
+            bmasks.append(cm + [0] * (BLOCK - len(cm)))
+            cur, cm = [], []
+        cur, cm = cur + ids, cm + m
     if cur:
         blocks.append(cur + [pad] * (BLOCK - len(cur)))
-    return blocks
+        bmasks.append(cm + [0] * (BLOCK - len(cm)))
+    return blocks, bmasks
 
 
-def build_tiny(out: Path, cfg: BuildConfig | None = None,
-               progress: Callable[[int, int, float], None] | None = None) -> BuildReport:
-    """Generate the corpus, train the tokenizer and the model, evaluate, save to ``out``.
+def _pieces(text: str) -> list[tuple[str, int]]:
+    """An episode's text cut at line starts: (piece, 1 if it is an action line's body)."""
+    out: list[tuple[str, int]] = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("> "):
+            out += [("> ", 0), (line[2:], 1)]
+        else:
+            out.append((line, 0))
+    return out
 
-    ``out`` is replaced atomically (written to a temp folder beside it, then renamed).
-    ``progress(step, steps, loss)`` is called every few steps.
-    """
+
+def encode_episodes(tok: Any, texts: list[str]) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids (+ EOS) and action masks. Pieces are tokenized apart; since whitespace is
+    its own pre-token, that equals tokenizing the whole text (checked on a sample)."""
+    eos = tok.eos_token_id
+    pieces = [_pieces(t) for t in texts]
+    flat = [p for ps in pieces for p, _ in ps]
+    enc = tok(flat, add_special_tokens=False)["input_ids"]
+    ids_list: list[list[int]] = []
+    masks: list[list[int]] = []
+    i = 0
+    for ps in pieces:
+        ids: list[int] = []
+        m: list[int] = []
+        for _, flag in ps:
+            ids += enc[i]
+            m += [flag] * len(enc[i])
+            i += 1
+        ids_list.append(ids + [eos])
+        masks.append(m + [1])  # the model learns to end an episode
+    for t, ids in zip(texts[:50], ids_list[:50], strict=False):
+        if tok(t, add_special_tokens=False)["input_ids"] != ids[:-1]:
+            raise RuntimeError("piecewise tokenization differs from whole-text tokenization")
+    return ids_list, masks
+
+
+def _train_phase(model: Any, data: Any, masks: Any, pad: int, *, steps: int, lr: float,
+                 warmup: int, batch_size: int, seed: int, action_only: bool, deadline: float,
+                 progress: Callable[[int, int, float], None] | None,
+                 offset: int, total: int) -> tuple[int, int, float, bool]:
+    """AdamW with warm-up and cosine decay to 10 %; loss on every token, or (``action_only``)
+    on action-line tokens only. Returns (steps done, tokens, final loss EMA, capped)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = cfg or BuildConfig()
-    torch.manual_seed(cfg.seed)
-    torch.set_num_threads(cfg.threads)
-    rng = random.Random(cfg.seed)
-    episodes = _corpus.generate(cfg.episodes, cfg.seed, noise=cfg.noise)
-    texts = _corpus.render(episodes)
-    tok: Any = train_tokenizer(texts, cfg.vocab_size)
-    eos, pad = tok.eos_token_id, tok.pad_token_id
-    ids_list = [ids + [eos] for ids in tok(texts)["input_ids"]]
-    blocks = _pack(ids_list, pad, rng)
-    data = torch.tensor(blocks, dtype=torch.long)
-
-    mcfg = LlamaConfig(vocab_size=len(tok), hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
-                       num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
-                       intermediate_size=cfg.ffn, max_position_embeddings=cfg.max_positions,
-                       tie_word_embeddings=True, bos_token_id=eos, eos_token_id=eos,
-                       pad_token_id=pad, rms_norm_eps=1e-5)
-    model = LlamaForCausalLM(mcfg)
-    params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.01)
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
 
     def lr_at(step: int) -> float:
-        if step < cfg.warmup:
-            return cfg.lr * (step + 1) / cfg.warmup
-        frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-        return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+        if step < warmup:
+            return lr * (step + 1) / warmup
+        frac = (step - warmup) / max(1, steps - warmup)
+        return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
-    gen = torch.Generator().manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(seed)
     model.train()
-    t0 = time.perf_counter()
     tokens = 0
     loss_ema = float("nan")
-    step = 0
-    capped = False
     perm = torch.randperm(len(data), generator=gen)
     pos = 0
-    for step in range(cfg.steps):
-        if time.perf_counter() - t0 > cfg.max_minutes * 60:
-            capped = True
-            break
-        if pos + cfg.batch_size > len(perm):
+    for step in range(steps):
+        if time.perf_counter() > deadline:
+            return step, tokens, loss_ema, True
+        if pos + batch_size > len(perm):
             perm, pos = torch.randperm(len(data), generator=gen), 0
-        batch = data[perm[pos:pos + cfg.batch_size]]
-        pos += cfg.batch_size
+        idx = perm[pos:pos + batch_size]
+        batch = data[idx]
+        pos += batch_size
         labels = batch.clone()
         labels[batch == pad] = -100
+        if action_only:
+            labels[masks[idx] == 0] = -100
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         loss = model(input_ids=batch, attention_mask=(batch != pad).long(), labels=labels).loss
@@ -152,18 +180,79 @@ def build_tiny(out: Path, cfg: BuildConfig | None = None,
         lv = float(loss.detach())
         loss_ema = lv if math.isnan(loss_ema) else 0.95 * loss_ema + 0.05 * lv
         if progress and step % 10 == 0:
-            progress(step, cfg.steps, loss_ema)
+            progress(offset + step, total, loss_ema)
+    model.eval()
+    return steps, tokens, loss_ema, False
+
+
+def build_tiny(out: Path, cfg: BuildConfig | None = None,
+               progress: Callable[[int, int, float], None] | None = None) -> BuildReport:
+    """Generate the corpus, train the tokenizer and the model, evaluate, save to ``out``.
+
+    Two phases: ``steps`` with the loss on every token (the language of episodes), then
+    ``action_steps`` with the loss on action lines only (what the agent writes; this is
+    where copying names from the task into the command is learned). With ``init`` (a
+    folder written by an earlier build with the same corpus settings) phase 1 is taken from
+    it. ``out`` is replaced atomically. ``progress(step, steps, loss)`` every 10 steps.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    cfg = cfg or BuildConfig()
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    rng = random.Random(cfg.seed)
+    episodes = _corpus.generate(cfg.episodes, cfg.seed, noise=cfg.noise)
+    texts = _corpus.render(episodes)
+    tok: Any = (AutoTokenizer.from_pretrained(cfg.init) if cfg.init
+                else train_tokenizer(texts, cfg.vocab_size))
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    ids_list, mask_list = encode_episodes(tok, texts)
+    blocks, bmasks = _pack(ids_list, mask_list, pad, rng)
+    data = torch.tensor(blocks, dtype=torch.long)
+    masks = torch.tensor(bmasks, dtype=torch.long)
+
+    if cfg.init:
+        model = LlamaForCausalLM.from_pretrained(cfg.init, dtype=torch.float32)
     else:
-        step = cfg.steps
+        mcfg = LlamaConfig(vocab_size=len(tok), hidden_size=cfg.hidden,
+                           num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
+                           num_key_value_heads=cfg.heads, intermediate_size=cfg.ffn,
+                           max_position_embeddings=cfg.max_positions, tie_word_embeddings=True,
+                           bos_token_id=eos, eos_token_id=eos, pad_token_id=pad,
+                           rms_norm_eps=1e-5)
+        torch.manual_seed(cfg.seed)
+        model = LlamaForCausalLM(mcfg)
+    params = sum(p.numel() for p in model.parameters())
+    t0 = time.perf_counter()
+    deadline = t0 + cfg.max_minutes * 60
+    total = (0 if cfg.init else cfg.steps) + cfg.action_steps
+    done1 = tok1 = 0
+    loss = float("nan")
+    capped = False
+    if not cfg.init:
+        done1, tok1, loss, capped = _train_phase(
+            model, data, masks, pad, steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup,
+            batch_size=cfg.batch_size, seed=cfg.seed, action_only=False, deadline=deadline,
+            progress=progress, offset=0, total=total)
+    done2 = tok2 = 0
+    if not capped and cfg.action_steps:
+        done2, tok2, loss, capped = _train_phase(
+            model, data, masks, pad, steps=cfg.action_steps, lr=cfg.action_lr,
+            warmup=cfg.warmup, batch_size=cfg.batch_size, seed=cfg.seed + 1, action_only=True,
+            deadline=deadline, progress=progress, offset=done1, total=total)
     seconds = time.perf_counter() - t0
     model.eval()
     figures = evaluate_corpus(model, tok, n=cfg.eval_tasks, samples=cfg.eval_samples,
                               seed=cfg.seed + 10_000)
-    report = BuildReport(out=str(out), config=asdict(cfg), params=params, steps_done=step,
-                         capped=capped, seconds=round(seconds, 1), tokens_seen=tokens,
-                         tokens_per_s=round(tokens / max(seconds, 1e-9), 1),
-                         final_loss=round(loss_ema, 4), eval=figures,
+    tokens = tok1 + tok2
+    report = BuildReport(out=str(out), config=asdict(cfg), params=params,
+                         steps_done=done1 + done2, capped=capped, seconds=round(seconds, 1),
+                         tokens_seen=tokens, tokens_per_s=round(tokens / max(seconds, 1e-9), 1),
+                         final_loss=round(loss, 4), eval=figures,
                          words=list(_corpus.TRAIN_WORDS))
+    if cfg.init and (Path(cfg.init) / "build.json").is_file():
+        report.eval["init_build"] = json.loads((Path(cfg.init) / "build.json").read_text())
     _save(model, tok, out, report)
     return report
 
