@@ -119,6 +119,10 @@ def base_build_cmd(
     minutes: Annotated[float | None, typer.Option("--minutes", help="wall-time cap (a capped "
                                                   "build says so in build.json)")] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    action_steps: Annotated[int | None, typer.Option(
+        "--action-steps", help="phase-2 steps (loss on action lines only)")] = None,
+    init: Annotated[Path | None, typer.Option(
+        "--init", help="continue from an earlier build's folder (skips phase 1)")] = None,
     threads: Annotated[int, typer.Option("--threads", help="torch threads (the fixture: 1; "
                                          "other counts train faster, not bit-identical)")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print the build report as JSON")
@@ -140,11 +144,16 @@ def base_build_cmd(
         kw["steps"] = steps
     if minutes is not None:
         kw["max_minutes"] = minutes
+    if action_steps is not None:
+        kw["action_steps"] = action_steps
+    if init is not None:
+        kw["init"] = str(init)
     cfg = BuildConfig(**kw)
     prog = Progress(TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(),
                     console=Console(stderr=True))
-    task = prog.add_task("pretrain", total=cfg.steps, loss="-")
+    task = prog.add_task("pretrain", total=(0 if cfg.init else cfg.steps) + cfg.action_steps,
+                         loss="-")
     with prog:
         rep = build_tiny(out, cfg, progress=lambda s, n, loss: prog.update(
             task, completed=s, loss=f"{loss:.3f}"))
