@@ -44,7 +44,7 @@ def _check_backend(backend: str) -> None:
 
 @envs_app.command("validate")
 def validate_cmd(
-    target: Annotated[str, typer.Argument(help="a family, a template id or a card folder")],
+    target: Annotated[str, typer.Argument(help="a family, a template id, a card folder or a folder of card folders")],
     n: Annotated[int, typer.Option("--n", min=1, help="cards to generate (ignored for a "
                                    "folder)")] = 20,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="oracle runs per card "

@@ -55,11 +55,20 @@ def run_plan(card: TaskCard, plan: Plan, *, backend: str = "namespace",
 
 
 def cards_for(target: str, n: int, *, variants: Sequence[str] | None = None) -> list[TaskCard]:
-    """``n`` cards for a card folder, a template id or a family name (see module doc)."""
+    """``n`` cards for a card folder, a folder of card folders (the first ``n``), a template
+    id or a family name (see module doc)."""
     from ..cards import load_card
     from ..envs import VARIANTS, get_template, make, templates
 
-    if Path(target).exists():
+    path = Path(target)
+    if path.exists():
+        if path.is_dir() and not (path / "task.yaml").exists():
+            subs = sorted(p.parent for p in path.glob("*/task.yaml"))
+            if not subs:
+                raise ConfigError(f"{target!r} holds no card folders", where=target,
+                                  fix="point at a card folder (with task.yaml) or a folder "
+                                      "of them")
+            return [load_card(p) for p in subs[:n]]
         return [load_card(target)]
     if "/" in target:
         tmpls = [get_template(target)]
