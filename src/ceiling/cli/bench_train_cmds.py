@@ -1,5 +1,6 @@
 """``ceiling bench train``: ceiling's GRPO step against TRL's GRPOTrainer (JSON on stdout,
-progress on stderr). See :mod:`ceiling.train._trl_bench`."""
+progress on stderr; :mod:`ceiling.train._trl_bench`), and ``ceiling stages``: each stage's
+reward reliability and stage-order warnings (:mod:`ceiling.train._stages`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ._app import bench_app
+from ._app import app, bench_app
 
 
 @bench_app.command("train")
@@ -55,3 +56,54 @@ def bench_train(
     lc = result["loss_check"]
     out.print(f"per-token loss, max |ceiling - TRL| over {lc['tokens']} tokens: "
               f"{lc['max_abs_diff_per_token_loss']:.2e}")
+
+
+@app.command("stages")
+def stages_cmd(
+    config: Annotated[str, typer.Argument(help="a training config (YAML)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON result only")] = False,
+    cards_per_template: Annotated[int, typer.Option("--cards", min=1,
+                                                    help="cards per template")] = 1,
+    exploits_per_card: Annotated[int, typer.Option("--exploits", min=0,
+                                                   help="exploits per card")] = 3,
+    backend: Annotated[str, typer.Option("--backend", help="namespace or local")] = "namespace",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="measure again")] = False,
+) -> None:
+    """Measure each stage's reward reliability (oracle solve rate x null fail rate x share
+    of exploit runs earning <= 0, on a small sample per template, cached) and warn when a
+    less reliable stage is ordered before a more reliable one. Exit 1 on a warning.
+
+    Example: ceiling stages train.yaml --json
+    """
+    from rich.console import Console
+
+    from ..train._config import load_config
+    from ..train._stages import check_stage_order, stage_reliability
+
+    cfg = load_config(config)
+    err = Console(stderr=True)
+    rows = []
+    with err.status("measuring stage reliability") as status:
+        for st in cfg.stages:
+            status.update(f"stage {st.name}")
+            rows.append(stage_reliability(st, cards_per_template=cards_per_template,
+                                          exploits_per_card=exploits_per_card,
+                                          backend=backend, cache=not no_cache))
+    warnings = check_stage_order(cfg.stages, [r.reliability for r in rows])
+    result = {"config": config, "stages": [r.as_dict() for r in rows], "warnings": warnings}
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        out = Console()
+        for r in rows:
+            infra = sum(t.infra_errors for t in r.templates)
+            out.print(f"{r.stage}: reliability {r.reliability:.3f} over {len(r.templates)} "
+                      f"templates ({r.episodes} episodes, {r.cached} cached"
+                      f"{f', {infra} infra errors' if infra else ''})")
+            for t in r.templates:
+                for p in t.positives:
+                    out.print(f"  exploit earned: {p}")
+        for w in warnings:
+            err.print(f"warning: {w}")
+    if warnings:
+        raise typer.Exit(1)
