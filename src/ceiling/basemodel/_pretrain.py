@@ -38,7 +38,7 @@ BLOCK = 128
 class BuildConfig:
     """Everything that defines a build (recorded in build.json)."""
 
-    steps: int = 700
+    steps: int = 150
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 30
@@ -53,8 +53,8 @@ class BuildConfig:
     max_positions: int = 2048  # RoPE: no parameters, only how long a prompt may grow
     threads: int = 1  # the fixture was built with 1; other counts are not bit-identical
     max_minutes: float = 30.0
-    action_steps: int = 400  # phase 2: loss on action lines only
-    action_lr: float = 2e-3
+    action_steps: int = 600  # phase 2: loss on action lines only
+    action_lr: float = 3e-3
     init: str | None = None  # continue from an earlier build's folder (skips phase 1)
     eval_tasks: int = 100
     eval_samples: int = 8
