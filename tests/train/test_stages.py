@@ -54,3 +54,22 @@ def test_order_check_with_given_reliabilities_and_bad_input(tmp_path: Path) -> N
         stage_reliability(StageConfig(name="e", tags=["no-such-tag"]))
     with pytest.raises(ConfigError, match="unknown exploit"):
         stage_reliability(a, exploits=["no_such_hack"])
+
+
+def test_stages_command_prints_json(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from ceiling.cli import _load
+    from ceiling.cli._app import app
+
+    _load()
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text(f"stages:\n  - name: one\n    templates: [{COPY}]\n"
+                   f"  - name: two\n    templates: [{COPY}]\n")
+    res = CliRunner().invoke(app, ["stages", str(cfg), "--json", "--exploits", "0"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert [s["stage"] for s in out["stages"]] == ["one", "two"] and out["warnings"] == []
+    assert out["stages"][0]["reliability"] == 1.0 and out["stages"][1]["cached"] == 1
