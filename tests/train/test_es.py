@@ -140,7 +140,8 @@ def base_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tok: Any) -> Path:
 
 
 def _sampled_rollout(model: Any, tok: Any, cfg: Any, stage: Any, backend: str) -> Any:
-    """Real sampled replies of the live model; reward: the first token id is even."""
+    """Real sampled replies of the live model; reward: the reply's sampling log-prob (a
+    continuous function of the adapter, so perturbations always rank differently)."""
     from ceiling.basemodel._corpus import prompt_of
     from ceiling.policies import PolicyRequest, SamplingParams
     from ceiling.policies._hf import HFPolicy
@@ -150,14 +151,13 @@ def _sampled_rollout(model: Any, tok: Any, cfg: Any, stage: Any, backend: str) -
     def rollout(cards: Any, k: int, seed: int) -> list[list[Trajectory]]:
         reqs = [PolicyRequest(messages=[], prompt=prompt_of(c.instruction))
                 for c in cards for _ in range(k)]
-        gens = pol.generate(reqs, SamplingParams(temperature=1.0, max_new_tokens=4,
-                                                 stop=("\n",), seed=seed))
+        gens = pol.generate(reqs, SamplingParams(temperature=1.0, max_new_tokens=4, seed=seed))
         out = []
         for i, c in enumerate(cards):
             g = []
             for j in range(k):
                 gen = gens[i * k + j]
-                t = _traj(float(gen.token_ids[0] % 2 == 0), j)
+                t = _traj(float(sum(gen.logprobs)), j)
                 t.card_id, t.turns = c.id, [Turn(text=gen.text, token_ids=gen.token_ids)]
                 g.append(t)
             out.append(g)
