@@ -17,6 +17,8 @@ One step (OpenAI-ES, Salimans et al. 2017, arXiv 1703.03864):
 Departures from the paper: no virtual batch norm, no noise table (directions come from the
 generator; LoRA adapters are small), fitness is a batch mean over cards rather than one
 episode. No gradients are computed: ``trained_tokens`` is 0 and the cost is all sampling.
+Every episode of every perturbed policy is returned (the trainer's band sampler and unit
+count them); ``reward_mean`` is the mean over perturbations, not the centre's reward.
 
 Knobs come from the training config's ``es:`` mapping (unknown keys are errors naming the
 nearest valid one): ``population`` (pairs, default 4), ``sigma`` (0.02), ``lr`` (0.02),
