@@ -19,16 +19,14 @@ that carried it — reading the flag some other way (files, process memory) is n
 
 from __future__ import annotations
 
-import importlib
+import json
 import os
+import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-_LOCK = threading.Lock()
 TEST_FLAG = "FLAG{generator-probe-0000}"
 DUMMY_FLAG = "FLAG{this-is-a-local-dummy-flag}"
 
@@ -254,41 +252,46 @@ class Build:
     safe: dict[str, str] = field(default_factory=dict)
 
 
-def probe(service: Mapping[str, str], data: Mapping[str, str], env: Mapping[str, str],
-          requests: list[tuple[str, dict[str, str]]], flag: str = TEST_FLAG) -> list[tuple[int, str]]:
-    """Run ``requests`` against ``service`` in-process (generator-owned code only)."""
-    mods = {p[:-3] for p in service if p.endswith(".py")}
-    with _LOCK, tempfile.TemporaryDirectory(prefix="ceiling-svc-") as tmp:
-        svc, dd = os.path.join(tmp, "svc"), os.path.join(tmp, "data")
-        for root, files in ((svc, service), (dd, data)):
-            os.makedirs(root, exist_ok=True)
-            for rel, text in files.items():
-                os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-                with open(os.path.join(root, rel), "w", encoding="utf-8") as fh:
-                    fh.write(text)
-        saved_env = {k: os.environ.get(k) for k in env}
-        saved_mods = {k: sys.modules.pop(k) for k in list(sys.modules) if k in mods}
-        cwd = os.getcwd()
-        sys.path.insert(0, svc)
-        os.environ.update(env)
-        try:
-            app: Any = importlib.import_module("app")
-            os.chdir(dd)
-            state = app.make_state(dd, flag)
-            out = []
-            for path, params in requests:
-                status, body = app.handle(state, path, dict(params))
-                out.append((status, body))
-            return out
-        finally:
-            os.chdir(cwd)
-            sys.path.remove(svc)
-            for k in list(sys.modules):
-                if k in mods:
-                    del sys.modules[k]
-            sys.modules.update(saved_mods)
-            for k, v in saved_env.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+_PROBE = """
+import json, os, sys
+jobs, reqs, flag = json.load(sys.stdin)
+out = []
+for svc, data, mods in jobs:
+    for m in mods:
+        sys.modules.pop(m, None)
+    sys.path.insert(0, svc)
+    os.chdir(data)
+    import app
+    state = app.make_state(data, flag)
+    out.append([list(app.handle(state, path, dict(params))) for path, params in reqs])
+    sys.path.remove(svc)
+json.dump(out, sys.stdout)
+"""
+
+
+def probe(services: Sequence[Mapping[str, str]], data: Mapping[str, str],
+          env: Mapping[str, str], requests: list[tuple[str, dict[str, str]]],
+          flag: str = TEST_FLAG) -> list[list[tuple[int, str]]]:
+    """Answers of each of ``services`` to ``requests`` (each on a fresh copy of ``data``).
+
+    The generator's own code, run in one separate interpreter (cwd = the data folder,
+    ``env`` added) so that nothing it does (chdir, environment, imports) touches the
+    calling process."""
+    with tempfile.TemporaryDirectory(prefix="ceiling-svc-") as tmp:
+        jobs = []
+        for i, service in enumerate(services):
+            svc, dd = os.path.join(tmp, f"svc{i}"), os.path.join(tmp, f"data{i}")
+            for root, files in ((svc, service), (dd, data)):
+                os.makedirs(root, exist_ok=True)
+                for rel, text in files.items():
+                    os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+                    with open(os.path.join(root, rel), "w", encoding="utf-8") as fh:
+                        fh.write(text)
+            jobs.append([svc, dd, sorted(p[:-3] for p in service if p.endswith(".py"))])
+        run_env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", **env}
+        proc = subprocess.run([sys.executable, "-I", "-c", _PROBE], cwd=tmp, env=run_env,
+                              input=json.dumps([jobs, requests, flag]), capture_output=True,
+                              text=True, timeout=120, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"service probe failed: {proc.stderr.strip()[-500:]}")
+        return [[(int(st), str(body)) for st, body in res] for res in json.loads(proc.stdout)]

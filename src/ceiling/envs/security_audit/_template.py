@@ -69,9 +69,9 @@ class VulnTemplate(Template):
 
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:
         b = type(self).builder(rng, difficulty, variant == "heldout")
-        vuln_res = probe(b.service, b.data, b.env, b.legit + [(p, q) for p, q, _ in b.attacks])
         fixed = {**b.service, **b.fixed}
-        fixed_res = probe(fixed, b.data, b.env, b.legit + [(p, q) for p, q, _ in b.attacks])
+        vuln_res, fixed_res = probe([b.service, fixed], b.data, b.env,
+                                    b.legit + [(p, q) for p, q, _ in b.attacks])
         n = len(b.legit)
         if vuln_res[:n] != fixed_res[:n]:
             raise RuntimeError(f"{self.template_id()}: the fix changes legitimate answers")
