@@ -72,7 +72,7 @@ def render(repo: CallerRepo, *, core_defs: str, ref: str,
     files[f"{pkg}/__init__.py"] = f'"""{pkg}: generated business rules. Public API: {pkg}.api."""\n'
     files[f"{pkg}/{repo.core}.py"] = module_text(
         f"Core rules of {pkg}.", [], [core_defs, *[o.source for o in repo.others]])
-    exported = [ref_name(t, core_defs), *[o.name for o in repo.others]]
+    exported = [t.name, *[o.name for o in repo.others]]  # api.py keeps the original names
     files[f"{pkg}/api.py"] = module_text(
         f"Public API of {pkg}: the names users import. Keep it stable.",
         [f"from .{repo.core} import {', '.join(sorted(exported))}"],
@@ -96,7 +96,3 @@ def render(repo: CallerRepo, *, core_defs: str, ref: str,
                                                 imports, chunks)
     return files
 
-
-def ref_name(t: FnSpec, core_defs: str) -> str:
-    """The original public name of the target (api.py keeps exporting it)."""
-    return t.name

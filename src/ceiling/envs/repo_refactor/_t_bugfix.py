@@ -18,7 +18,7 @@ from ...cards import TaskCard
 from .._registry import Template, Variant, register
 from . import _kit
 from ._library import build_library, render_library
-from ._recipes import FnSpec, distinguishes
+from ._recipes import FnSpec, distinguishes, draw
 from ._repo import BEHAVIOUR, call_all, cases_literal, visible_test
 
 TRAIN_KINDS = ("off_by_one", "wrong_operator", "wrong_comparison")
@@ -44,7 +44,6 @@ class FixBug(Template):
         nbugs = min(rng.randint(blo, bhi), len(candidates))
         while nbugs < blo:  # rare: top up the library with a function that can host a bug
             m, fns = repo.modules[0]
-            from ._recipes import draw
             fns.append(draw(rng, _kit.ident(rng, {f.name for _, f in repo.functions()}),
                             need=(kinds[0],)))
             candidates.append((m, fns[-1]))
