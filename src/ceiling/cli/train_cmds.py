@@ -46,6 +46,11 @@ def train_cmd(
     resume: Annotated[bool, typer.Option("--resume", help="continue from the run folder's "
                                          "latest checkpoint")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    check_order: Annotated[bool, typer.Option(
+        "--check-order/--no-check-order",
+        help="with several stages, measure each stage's reward reliability first (cached per "
+             "template) and warn when a less reliable stage comes before a more reliable "
+             "one")] = True,
 ) -> None:
     """Post-train a LoRA adapter on a frozen base (GRPO or ES), stage by stage.
 
@@ -57,6 +62,12 @@ def train_cmd(
 
     cfg = load_config(config)
     run_dir = out or Path("runs") / config.stem
+    if check_order and len(cfg.stages) > 1 and not resume:
+        from ..train._stages import check_stage_order
+
+        _err(f"measuring the reward reliability of {len(cfg.stages)} stages ...")
+        for w in check_stage_order(cfg.stages, backend=cfg.backend):
+            _err(f"warning: {w}")
     prog, on_step = _progress_cb(cfg.total_steps)
     with prog:
         summary = Trainer(cfg, run_dir, on_step=on_step).run(resume=resume)
