@@ -134,14 +134,17 @@ def base_build_cmd(
         "--action-steps", help="phase-2 steps (loss on action lines only)")] = None,
     init: Annotated[Path | None, typer.Option(
         "--init", help="continue from an earlier build's folder (skips phase 1)")] = None,
-    threads: Annotated[int, typer.Option("--threads", help="torch threads (the fixture: 1; "
-                                         "other counts train faster, not bit-identical)")] = 1,
+    threads: Annotated[int, typer.Option("--threads", help="torch threads (results are "
+                                         "bit-identical only for the same count)")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print the build report as JSON")
                        ] = False,
 ) -> None:
-    """Pre-train builtin:tiny from its built-in corpus (reproduces the shipped fixture).
+    """Pre-train builtin:tiny from its built-in corpus. The shipped fixture is these two
+    runs (see its build.json and docs/training.md):
 
-    Example: ceiling base build --out /tmp/tiny --minutes 6
+    ceiling base build --steps 150 --action-steps 600 --threads 1 --out tiny-a
+
+    ceiling base build --init tiny-a --action-steps 1200 --threads 2 --out tiny-base
     """
     from dataclasses import asdict
 
