@@ -65,8 +65,12 @@ class GRPO:
     def _logp(self, batch: Any) -> torch.Tensor:
         logp = sequence_logprobs(self.model, batch.input_ids, batch.attention_mask,
                                  self.s.temperature)
-        if self.s.top_p < 1.0:  # pragma: no cover - training normally samples with top_p 1
-            raise NotImplementedError("GRPO recomputation with top_p < 1 is not supported")
+        if self.s.top_p < 1.0:  # pragma: no cover - the training config has no top_p knob
+            from .._errors import ConfigError
+
+            raise ConfigError("GRPO recomputes log-probs of the full (temperature-scaled) "
+                              "distribution; nucleus sampling would make them disagree",
+                              fix="sample with top_p 1.0 when training")
         return logp
 
     def _ref(self, batch: Any) -> torch.Tensor | None:
