@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from ceiling.cards import FileEntry
 from ceiling.sandbox import ExecResult, LocalSandboxWarning, Sandbox, open_sandbox
 
 
@@ -71,7 +72,9 @@ def test_read_write_and_escapes(sb: Sandbox) -> None:
 def test_reset_restores_initial_state(sb: Sandbox) -> None:
     sb.exec("echo changed > a.txt; rm run.sh; mkdir d; touch d/x /tmp/y /dev/shm/z")
     sb.reset()
-    r = sb.exec("cat a.txt; ls; find /tmp /dev/shm -mindepth 1 | wc -l")
+    # files the sandbox user made (root-owned mount points of host folders under /tmp, such
+    # as a virtualenv there, are part of the fresh state)
+    r = sb.exec("cat a.txt; ls; find /tmp /dev/shm -xdev -mindepth 1 ! -user 0 | wc -l")
     assert r.stdout == "hello\na.txt\nrun.sh\nsrc\n0\n"
 
 
@@ -157,3 +160,27 @@ def test_checkpoint_on_a_fork_publishes_its_layers(sb: Sandbox) -> None:
     assert store.has(lid) and not store.meta(lid).get("private")
     with open_sandbox([public], store=store) as g:
         assert g.exec("cat a.txt b.txt").stdout == "one\ntwo\n"
+
+
+def test_host_folder_under_tmp_that_commands_need_stays_visible(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A virtualenv under /tmp (CI clones live there) must stay usable behind the private
+    /tmp, read-only, across resets."""
+    from ceiling import namespaces_available, open_sandbox
+    from ceiling.sandbox import _launch
+
+    if namespaces_available() is not None:
+        pytest.skip(f"namespace backend unavailable: {namespaces_available()}")
+    venv = tmp_path_factory.mktemp("fakevenv")
+    assert str(venv).startswith("/tmp/")
+    (venv / "marker").write_text("venv here\n")
+    venv.chmod(0o755)
+    real = _launch._needed_paths
+    monkeypatch.setattr(_launch, "_needed_paths", lambda: [*real(), str(venv)])
+    monkeypatch.setenv("CEILING_SANDBOX_POOL", "0")
+    with open_sandbox([{"a.txt": FileEntry(b"x")}]) as s:
+        r = s.exec(f"cat {venv}/marker; echo no > {venv}/marker; echo $?")
+        assert r.stdout.startswith("venv here\n") and not r.stdout.endswith("0\n"), r
+        s.reset()
+        assert s.exec(f"cat {venv}/marker").stdout == "venv here\n"
+    assert (venv / "marker").read_text() == "venv here\n"

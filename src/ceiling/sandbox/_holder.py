@@ -56,6 +56,11 @@ libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes
 
 STATE = "/.ceiling/state"
 LAYERS = "/.ceiling/layers"
+KEEP = "/.ceiling/keep"
+# Host folders under /tmp that commands need (e.g. a virtualenv under /tmp): the private /tmp
+# would hide them, so each is cloned read-only before pivot_root and bound back at its own
+# path inside the private /tmp on every mount_state (a reset detaches them with /tmp).
+TMP_KEEP: list[str] = []
 SKIP_TOP = {"proc", "dev", "sys", "tmp", "run", "workspace", ".ceiling", "lost+found"}
 
 
@@ -120,6 +125,9 @@ def mount_state(cfg: dict) -> None:
     finally:
         os.chdir("/")
     mount(f"{STATE}/tmp", "/tmp", None, MS_BIND)
+    for i, p in enumerate(TMP_KEEP):  # host folders under /tmp the sandbox needs (a venv)
+        os.makedirs(p, 0o755, exist_ok=True)
+        mount(f"{KEEP}/{i}", p, None, MS_BIND | MS_REC)
     mount(f"{STATE}/shm", "/dev/shm", None, MS_BIND)
 
 
@@ -142,12 +150,17 @@ def build_root(cfg: dict) -> None:
     clones["/sys"] = clone_tree("/sys")
     needed = {}  # host paths under a directory others may not traverse
     for p in cfg["needed"]:
+        if p.startswith("/tmp/"):
+            continue  # bound back inside the private /tmp instead (TMP_KEEP)
         parts = p.strip("/").split("/")
         for i in range(1, len(parts)):
             anc = "/" + "/".join(parts[:i])
             if not os.stat(anc).st_mode & 0o001 and os.path.isdir(p):
                 needed[p] = (anc, clone_tree(p))
                 break
+    under_tmp = sorted(p for p in cfg["needed"] if p.startswith("/tmp/") and os.path.isdir(p))
+    under_tmp = [p for p in under_tmp if not any(p.startswith(q + "/") for q in under_tmp)]
+    tmp_keep = [(p, clone_tree(p)) for p in under_tmp]
     store = clone_tree(cfg["store"])
     devs = {d: clone_tree("/dev/" + d, readonly=False, recursive=False)
             for d in ("null", "zero", "full", "random", "urandom", "tty") if os.path.exists("/dev/" + d)}
@@ -184,8 +197,12 @@ def build_root(cfg: dict) -> None:
                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{new}/dev/{d}")
     os.mkdir(f"{new}/dev/shm", 0o1777)
-    for d in ("state", "layers", "old"):
+    for d in ("state", "layers", "old", "keep"):
         os.mkdir(f"{new}/.ceiling/{d}", 0o700)
+    for i, (p, fd) in enumerate(tmp_keep):
+        os.mkdir(f"{new}{KEEP}/{i}", 0o755)
+        attach(fd, f"{new}{KEEP}/{i}")
+        TMP_KEEP.append(p)
     attach(store, f"{new}/.ceiling/layers")
     for fd in clones.values():
         os.close(fd)
