@@ -8,7 +8,7 @@ demo: setup
 	.venv/bin/ceiling demo
 
 test: setup
-	.venv/bin/python -m pytest -x -q tests
+	.venv/bin/python -m pytest -q --durations=25 tests
 
 lint: setup
 	.venv/bin/ruff check src tests
