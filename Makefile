@@ -8,7 +8,7 @@ demo: setup
 	.venv/bin/ceiling demo
 
 test: setup
-	.venv/bin/python -m pytest -q --durations=25 tests
+	.venv/bin/python -m pytest --durations=25 tests
 
 lint: setup
 	.venv/bin/ruff check src tests
