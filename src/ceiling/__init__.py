@@ -68,7 +68,7 @@ _EXPORTS: dict[str, str] = {
     "verify_base": "ceiling.train",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = sorted([*_EXPORTS, "__version__"])  # noqa: PLE0605
 
 
 def __getattr__(name: str) -> Any:

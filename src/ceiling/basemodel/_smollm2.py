@@ -65,7 +65,7 @@ def ensure_converted(dest: Path | None = None) -> Path:
     cfg = q.config
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
-    plain = LlamaForCausalLM(cfg)
+    plain = LlamaForCausalLM(cfg)  # type: ignore[arg-type]  # a LlamaConfig at run time
     missing, unexpected = plain.load_state_dict(q.state_dict(), strict=False)
     if [k for k in missing if "lm_head" not in k] or unexpected:
         raise CeilingError(f"GGUF conversion mismatch: missing {missing}, unexpected {unexpected}")

@@ -31,10 +31,10 @@ class _Model(BaseModel):
 
 
 class Budget(_Model):
-    max_steps: int = Field(30, ge=1, le=10_000)
-    command_timeout_s: float = Field(10.0, gt=0, le=3600)
-    episode_timeout_s: float = Field(300.0, gt=0, le=86_400)
-    max_output_bytes: int = Field(16_384, ge=64, le=64 * 1024 * 1024)
+    max_steps: int = Field(default=30, ge=1, le=10_000)
+    command_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    episode_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    max_output_bytes: int = Field(default=16_384, ge=64, le=64 * 1024 * 1024)
 
 
 class LintPolicy(_Model):
@@ -59,7 +59,7 @@ class Acceptance(_Model):
     protected: list[str] = Field(default_factory=list)
     lint: LintPolicy = Field(default_factory=LintPolicy)
     runner: Literal["files", "sandbox"] = "sandbox"
-    test_timeout_s: float = Field(60.0, gt=0, le=3600)
+    test_timeout_s: float = Field(default=60.0, gt=0, le=3600)
 
 
 class Milestone(_Model):
@@ -67,7 +67,7 @@ class Milestone(_Model):
 
     id: str
     check: str
-    reward: float = Field(0.1, ge=-1, le=1)
+    reward: float = Field(default=0.1, ge=-1, le=1)
 
 
 class Fault(_Model):
@@ -81,7 +81,7 @@ class Fault(_Model):
 
     kind: Literal["transient", "permission", "missing_tool"]
     target: str
-    times: int = Field(1, ge=1, le=100)
+    times: int = Field(default=1, ge=1, le=100)
     message: str = ""
 
 
@@ -106,7 +106,7 @@ class TaskCard(_Model):
     tools: list[ToolSpec] = Field(default_factory=list)
     feasible: bool = True
     infeasible_reason: str | None = None
-    difficulty: int = Field(1, ge=0, le=10)
+    difficulty: int = Field(default=1, ge=0, le=10)
     tags: list[str] = Field(default_factory=list)
     split: Literal["train", "heldout"] = "train"
     template: str | None = None  # "terminal_ops/log-rotate-v1" for generated cards
@@ -114,7 +114,7 @@ class TaskCard(_Model):
     # Files: kept out of task.yaml, stored as folders beside it.
     workspace: FileTree = Field(default_factory=dict, exclude=True, repr=False)
     tests: FileTree = Field(default_factory=dict, exclude=True, repr=False)
-    solution: str = Field("", exclude=True, repr=False)
+    solution: str = Field(default="", exclude=True, repr=False)
     base_layers: list[FileTree] = Field(default_factory=list, exclude=True, repr=False)
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
