@@ -29,8 +29,9 @@ import hashlib
 import hmac
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 IDLE_EXIT_S = 900  # the service exits after this long without a request
 
@@ -73,33 +74,6 @@ def new_service(rng: random.Random, title: str) -> ServiceSpec:
     """A spec with a seeded port in [20000, 50000) and a 128-bit secret from ``rng``."""
     return ServiceSpec(port=rng.randrange(20000, 50000), secret=f"{rng.getrandbits(128):032x}",
                        title=title)
-
-
-def coerce(kind: str, value: Any) -> Any:
-    """Coerce one field value; raises ValueError with a message for the HTTP reply."""
-    if kind == "int":
-        if isinstance(value, bool):
-            raise ValueError("must be an integer")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value.strip())
-        raise ValueError("must be an integer")
-    if not isinstance(value, (str, int)) or isinstance(value, bool):
-        raise ValueError("must be a string")  # noqa: TRY004 (becomes an HTTP 400 message)
-    text = str(value).strip()
-    if kind == "str":
-        return text
-    if kind == "key":
-        return text.lower()
-    if kind.startswith("enum:"):
-        choices = kind[5:].split("|")
-        if text.lower() not in choices:
-            raise ValueError(f"must be one of {choices}")
-        return text.lower()
-    raise ValueError(f"unknown field kind {kind!r}")
 
 
 def canonical(fields: dict[str, str], payload: dict[str, Any]) -> str:
@@ -252,3 +226,17 @@ def main():
 if __name__ == "__main__":
     main()
 '''
+
+
+def _script_function(name: str) -> Callable[..., Any]:
+    """A top-level function of the service script, so the host (which recomputes tickets
+    for the hidden tests) and the running service share one implementation."""
+    start = _SCRIPT.index(f"\ndef {name}(")
+    end = _SCRIPT.index("\n\n\n", start)
+    namespace: dict[str, Any] = {}
+    exec(compile(_SCRIPT[start:end], f"<service.py:{name}>", "exec"), namespace)  # noqa: S102
+    return cast(Callable[..., Any], namespace[name])
+
+
+# Coerce one field value; raises ValueError with a message for the HTTP reply.
+coerce = _script_function("coerce")
