@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .._errors import ConfigError
-from ..cards import FileEntry
+from .._tree import FileEntry
 from ._launch import namespaces_available
 from ._layers import SANDBOX_UID, LayerStore, ceiling_home
 from ._local import LocalSandbox, LocalSandboxWarning

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..cards import FileEntry
+from .._tree import FileEntry
 from . import _cgroup
 from ._launch import POOL
 from ._layers import LayerStore

@@ -4,7 +4,7 @@ A layer is a directory tree named by a SHA-256 content id; identical trees are s
 The store lives under ``$CEILING_HOME/layers`` (default ``~/.ceiling``). Two kinds:
 
 - **tree layers** (:meth:`LayerStore.put_tree`, :meth:`LayerStore.put_dir`): a plain tree,
-  named by :func:`~ceiling.cards.tree_hash` of its content.
+  named by :func:`~ceiling._tree.tree_hash` of its content.
 - **diff layers** (:meth:`LayerStore.put_diff`): an overlayfs upper directory frozen by
   ``checkpoint()``. It may hold whiteouts (0/0 character devices) and opaque directories
   (``trusted.overlay.opaque``) and only makes sense on top of its ``parents``, which are
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .._errors import SandboxError
-from ..cards import FileEntry, read_tree, tree_hash, write_tree
+from .._tree import FileEntry, read_tree, tree_hash, write_tree
 
 SANDBOX_UID = 61000  # the unprivileged user commands run as in a namespace sandbox
 SANDBOX_GID = 61000
