@@ -8,6 +8,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# generated cards derive from an installation secret (ceiling.envs._secret): pin one so the
+# suite is reproducible and does not depend on (or create) a secret under CEILING_HOME
+os.environ["CEILING_SECRET"] = "c0ffee" * 10 + "5eed"
 
 
 @pytest.fixture(autouse=True)

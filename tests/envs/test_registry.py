@@ -106,3 +106,65 @@ def test_cli_show_unknown_template_is_one_line(capsys: pytest.CaptureFixture[str
     rc, out, err = _cli(capsys, "envs", "show", "terminal_ops/log-rotat-v1")
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and "did you mean" in err
+
+
+# --- secret entropy (issue 10, class 5: regenerating a card from source + seed) ----------
+
+SECRET_CASES = ["terminal_ops/demo-copy-v1", "terminal_ops/log-aggregate-v1",
+                "repo_refactor/fix-bug-v1", "repo_refactor/make-fast-v1"]
+
+
+def _hidden(card) -> bytes:  # type: ignore[no-untyped-def]
+    return b"".join(e.data for _, e in sorted(card.tests.items()))
+
+
+@pytest.mark.parametrize("tid", SECRET_CASES)
+def test_another_secret_makes_another_card(tid: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same (template, seed, difficulty, variant), two secrets: different expected values and
+    names; the same secret twice: the identical card."""
+    a = make(tid, seed=7)
+    assert make(tid, seed=7).content_id() == a.content_id()
+    monkeypatch.setenv("CEILING_SECRET", "ab" * 32)
+    b = make(tid, seed=7)
+    assert b.id == a.id and b.content_id() != a.content_id()
+    assert _hidden(b) != _hidden(a) and b.instruction != a.instruction
+    assert make(tid, seed=7).content_id() == b.content_id()
+
+
+def test_regenerating_without_the_secret_misses_the_answers() -> None:
+    """An agent with the generator source and the seed (the card id is no secret) rebuilds
+    the card with the rng ``make`` used before secrets existed, or with any secret it can
+    guess: the hidden tests it gets differ from the real card's."""
+    import random
+
+    from ceiling.envs import get_template
+
+    tid = "repo_refactor/fix-bug-v1"
+    real = make(tid, seed=3, difficulty=1)
+    cls = get_template(tid)
+    for rng in (random.Random(f"{tid}|3|1|train"), random.Random(3), random.Random(b"")):
+        guess = cls().generate(rng, 1, "train")
+        assert _hidden(guess) != _hidden(real)
+
+
+def test_secret_file_is_created_once_0600(monkeypatch: pytest.MonkeyPatch,
+                                          tmp_path: Path) -> None:
+    from ceiling.envs import _secret
+
+    monkeypatch.delenv("CEILING_SECRET")
+    monkeypatch.setenv("CEILING_HOME", str(tmp_path / "home"))
+    a = make("terminal_ops/demo-move-v1", seed=1)
+    path = tmp_path / "home" / "secret"
+    assert path.stat().st_mode & 0o777 == 0o600 and len(path.read_bytes()) == 32
+    assert [p.name for p in path.parent.iterdir()] == ["secret"]  # no temp file left behind
+    assert make("terminal_ops/demo-move-v1", seed=1).content_id() == a.content_id()
+    monkeypatch.setenv("CEILING_SECRET", path.read_bytes().hex())  # the same secret, shared
+    assert make("terminal_ops/demo-move-v1", seed=1).content_id() == a.content_id()
+    assert _secret.secret_fingerprint() and path.read_bytes().hex() not in repr(a.model_dump())
+
+
+@pytest.mark.parametrize("bad", ["not-hex", "abcd"])
+def test_bad_secret_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    monkeypatch.setenv("CEILING_SECRET", bad)
+    with pytest.raises(ConfigError, match="CEILING_SECRET"):
+        make("terminal_ops/demo-move-v1", seed=1)

@@ -11,6 +11,11 @@ means a longer horizon), and variants:
 - ``infeasible``: a twin whose right move is ``give_up`` (``feasible: false``).
 
 Card ids are ``TEMPLATE_ID@s{seed}-d{difficulty}-{variant}``.
+
+Secret entropy: ``make`` seeds the generator with an HMAC of (installation secret, template
+id, seed, difficulty, variant) (see ``_secret``), so one installation always makes the same
+card for the same arguments, and the seed plus the generator source are not enough to
+recompute a card's expected values elsewhere.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import ClassVar, Literal
 
 from .._errors import ConfigError, nearest
 from ..cards import TaskCard
+from ._secret import card_rng
 
 Variant = Literal["train", "heldout", "fault", "infeasible"]
 VARIANTS: tuple[str, ...] = ("train", "heldout", "fault", "infeasible")
@@ -92,7 +98,8 @@ def get_template(template_id: str) -> type[Template]:
 
 def make(template_id: str, *, seed: int = 0, difficulty: int | None = None,
          variant: str = "train") -> TaskCard:
-    """Generate one card. ``seed`` in [0, 2**32); ``difficulty`` one of the template's."""
+    """Generate one card. ``seed`` in [0, 2**32); ``difficulty`` one of the template's.
+    The same arguments give the same card under one installation secret."""
     cls = get_template(template_id)
     if not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ConfigError(f"seed {seed!r} is out of range", fix=f"use an integer in [0, {MAX_SEED}]")
@@ -102,7 +109,7 @@ def make(template_id: str, *, seed: int = 0, difficulty: int | None = None,
                           fix=f"use one of {list(cls.difficulties)}")
     if variant not in VARIANTS:
         raise ConfigError(f"unknown variant {variant!r}", fix=f"use one of {list(VARIANTS)}")
-    rng = random.Random(f"{cls.template_id()}|{seed}|{d}|{variant}")
+    rng = card_rng(cls.template_id(), seed, d, variant)
     card = cls().generate(rng, d, variant)  # type: ignore[arg-type]
     card.id = f"{cls.template_id()}@s{seed}-d{d}-{variant}"
     card.template, card.seed, card.difficulty = cls.template_id(), seed, d
