@@ -20,7 +20,6 @@ Tools run inside the sandbox like ``run``; they never execute in the caller's pr
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -166,11 +165,11 @@ def run_card_tool(sandbox: Sandbox, spec: ToolSpec, args: dict[str, str],
     if kind == "sql":
         db = str(spec.config.get("db", "data.db"))
         ro = "1" if spec.config.get("readonly", True) else "0"
-        return sandbox.exec([sys.executable, "-I", "-c", _SQL, db, values[0] if values else "",
+        return sandbox.exec([sandbox.python, "-I", "-c", _SQL, db, values[0] if values else "",
                              ro], timeout=timeout)
     if kind == "search":
         root = str(spec.config.get("root", "."))
-        return sandbox.exec([sys.executable, "-I", "-c", _SEARCH, root,
+        return sandbox.exec([sandbox.python, "-I", "-c", _SEARCH, root,
                              values[0] if values else ""], timeout=timeout)
     if kind == "command":
         env = {f"ARG_{k.upper()}": str(v) for k, v in args.items()}

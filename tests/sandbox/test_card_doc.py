@@ -4,7 +4,6 @@ tests in a namespace sandbox, and the untouched workspace fails them."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ def _card_folder(tmp_path: Path) -> Path:
 def _passed(sb: Sandbox, tests: dict, ids: list[str]) -> set[str]:
     for path, entry in tests.items():
         sb.write(f"/tmp/hidden/{path}", entry.data)
-    r = sb.exec([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+    r = sb.exec([sb.python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
                  "/tmp/hidden"], cwd="/tmp/hidden")
     return {i for i in ids if f"PASSED {i}" in r.stdout}
 

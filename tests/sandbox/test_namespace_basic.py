@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 
 import pytest
@@ -26,7 +25,7 @@ def test_exec_argv_stdin_env_cwd(sb: Sandbox) -> None:
 
 def test_host_python_and_pytest_work_inside(sb: Sandbox) -> None:
     sb.write("test_x.py", b"def test_ok():\n    assert 1\n")
-    r = sb.exec([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py"])
+    r = sb.exec([sb.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py"])
     assert r.exit_code == 0, r.stdout + r.stderr
     assert "1 passed" in r.stdout
 
@@ -38,7 +37,7 @@ def test_timeout_kills_tree(sb: Sandbox) -> None:
 
 
 def test_background_process_survives_until_reset(sb: Sandbox) -> None:
-    sb.exec(f"{sys.executable} -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &")
+    sb.exec(f"{sb.python} -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &")
     r = sb.exec("for i in 1 2 3 4 5 6 7 8 9 10; do curl -sf http://127.0.0.1:8765/a.txt && break;"
                 " sleep 0.2; done")
     assert r.stdout == "hello\n"
@@ -162,25 +161,20 @@ def test_checkpoint_on_a_fork_publishes_its_layers(sb: Sandbox) -> None:
         assert g.exec("cat a.txt b.txt").stdout == "one\ntwo\n"
 
 
-def test_host_folder_under_tmp_that_commands_need_stays_visible(
-        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A virtualenv under /tmp (CI clones live there) must stay usable behind the private
-    /tmp, read-only, across resets."""
+def test_runtime_under_tmp_stays_usable_across_resets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime lives under $CEILING_HOME, under /tmp in tests (as in CI clones): it is
+    cloned before the private /tmp hides the host's, so python and pytest keep working,
+    read-only, across resets; no host venv is needed inside any more."""
     from ceiling import namespaces_available, open_sandbox
-    from ceiling.sandbox import _launch
+    from ceiling.sandbox import runtime
 
     if namespaces_available() is not None:
         pytest.skip(f"namespace backend unavailable: {namespaces_available()}")
-    venv = tmp_path_factory.mktemp("fakevenv")
-    assert str(venv).startswith("/tmp/")
-    (venv / "marker").write_text("venv here\n")
-    venv.chmod(0o755)
-    real = _launch._needed_paths
-    monkeypatch.setattr(_launch, "_needed_paths", lambda: [*real(), str(venv)])
+    assert runtime.current().path.startswith("/tmp/")
     monkeypatch.setenv("CEILING_SANDBOX_POOL", "0")
     with open_sandbox([{"a.txt": FileEntry(b"x")}]) as s:
-        r = s.exec(f"cat {venv}/marker; echo no > {venv}/marker; echo $?")
-        assert r.stdout.startswith("venv here\n") and not r.stdout.endswith("0\n"), r
-        s.reset()
-        assert s.exec(f"cat {venv}/marker").stdout == "venv here\n"
-    assert (venv / "marker").read_text() == "venv here\n"
+        for _ in range(2):
+            r = s.exec("python3 -c 'import pytest, sys; print(sys.prefix)';"
+                       " touch /opt/ceiling/runtime/x; echo $?")
+            assert r.stdout == "/opt/ceiling/runtime\n1\n", r
+            s.reset()

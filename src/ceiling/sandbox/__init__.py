@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from .._errors import ConfigError
 from .._tree import FileEntry
+from . import _runtime as runtime
 from ._launch import namespaces_available
 from ._layers import SANDBOX_UID, LayerStore, ceiling_home
 from ._local import LocalSandbox, LocalSandboxWarning
@@ -27,8 +28,13 @@ BACKENDS = ("namespace", "local")
 
 
 def open_sandbox(layers: Sequence[Mapping[str, FileEntry] | str], *, backend: str = "namespace",
-                 limits: Limits | None = None, store: LayerStore | None = None) -> Sandbox:
+                 limits: Limits | None = None, store: LayerStore | None = None,
+                 network_of: Sandbox | None = None) -> Sandbox:
     """Open a sandbox over ``layers`` (file trees or layer ids, lowest first).
+
+    ``network_of``: another open namespace sandbox whose network (loopback) the new one
+    joins, with its own files, processes and uid; for a trusted service next to a subject.
+    The local backend shares the host's network anyway and ignores it.
 
     Raises :class:`~ceiling._errors.SandboxUnavailable` (naming the ``local`` backend) when
     the namespace backend cannot run here, :class:`~ceiling._errors.ConfigError` for an
@@ -43,9 +49,13 @@ def open_sandbox(layers: Sequence[Mapping[str, FileEntry] | str], *, backend: st
         return LocalSandbox(ids, store, limits)
     from ._namespace import NamespaceSandbox
 
-    return NamespaceSandbox(ids, store, limits)
+    if network_of is not None and not isinstance(network_of, NamespaceSandbox):
+        raise ConfigError("network_of must be a namespace sandbox",
+                          where="open_sandbox(network_of=...)",
+                          fix="open both sandboxes with backend='namespace'")
+    return NamespaceSandbox(ids, store, limits, network_of=network_of)
 
 
 __all__ = ["BACKENDS", "SANDBOX_UID", "WORKDIR", "ExecResult", "LayerStore", "Limits",
            "LocalSandbox", "LocalSandboxWarning", "Sandbox", "ceiling_home",
-           "namespaces_available", "open_sandbox"]
+           "namespaces_available", "open_sandbox", "runtime"]

@@ -56,12 +56,13 @@ libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes
 
 STATE = "/.ceiling/state"
 LAYERS = "/.ceiling/layers"
-KEEP = "/.ceiling/keep"
-# Host folders under /tmp that commands need (e.g. a virtualenv under /tmp): the private /tmp
-# would hide them, so each is cloned read-only before pivot_root and bound back at its own
-# path inside the private /tmp on every mount_state (a reset detaches them with /tmp).
-TMP_KEEP: list[str] = []
-SKIP_TOP = {"proc", "dev", "sys", "tmp", "run", "workspace", ".ceiling", "lost+found"}
+# The sandbox root is an allow-list (docs/sandbox.md, "Threat model"): these system folders,
+# a synthesized /etc, the runtime and the base interpreter; nothing else of the host.
+SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+ETC_COPY = ("nsswitch.conf", "ld.so.cache", "ld.so.conf", "localtime", "timezone", "os-release",
+            "debian_version", "mime.types", "protocols", "services", "host.conf", "shells")
+ETC_BIND = ("alternatives", "ld.so.conf.d")
+RUNTIME = "/opt/ceiling/runtime"
 
 
 def _check(rc: int, what: str) -> int:
@@ -125,9 +126,6 @@ def mount_state(cfg: dict) -> None:
     finally:
         os.chdir("/")
     mount(f"{STATE}/tmp", "/tmp", None, MS_BIND)
-    for i, p in enumerate(TMP_KEEP):  # host folders under /tmp the sandbox needs (a venv)
-        os.makedirs(p, 0o755, exist_ok=True)
-        mount(f"{KEEP}/{i}", p, None, MS_BIND | MS_REC)
     mount(f"{STATE}/shm", "/dev/shm", None, MS_BIND)
 
 
@@ -136,57 +134,86 @@ def unmount_state() -> None:
         umount(p)
 
 
-def build_root(cfg: dict) -> None:
-    """Make the sandbox's root file system and pivot into it."""
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    top = sorted(os.listdir("/"))
-    clones: dict[str, int] = {}
-    for name in top:
-        p = "/" + name
-        if name in SKIP_TOP or os.path.islink(p) or not os.path.isdir(p):
+def _etc(cfg: dict) -> dict[str, bytes]:
+    """The synthesized /etc files: users and groups (root, nobody, the sandbox user), hosts,
+    hostname, and copies of the world-readable system files programs read (``ETC_COPY``)."""
+    uid, gid = cfg["uid"], cfg["gid"]
+    out = {
+        "passwd": (f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\n"
+                   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n").encode(),
+        "group": f"root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n".encode(),
+        "hosts": b"127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost\n",
+        "hostname": b"sandbox\n",
+    }
+    for name in ETC_COPY:
+        p = "/etc/" + name
+        try:
+            st = os.lstat(p)
+        except OSError:
             continue
-        if os.stat(p).st_mode & 0o001:
-            clones[p] = clone_tree(p)
-    clones["/sys"] = clone_tree("/sys")
-    needed = {}  # host paths under a directory others may not traverse
-    for p in cfg["needed"]:
-        if p.startswith("/tmp/"):
-            continue  # bound back inside the private /tmp instead (TMP_KEEP)
-        parts = p.strip("/").split("/")
-        for i in range(1, len(parts)):
-            anc = "/" + "/".join(parts[:i])
-            if not os.stat(anc).st_mode & 0o001 and os.path.isdir(p):
-                needed[p] = (anc, clone_tree(p))
-                break
-    under_tmp = sorted(p for p in cfg["needed"] if p.startswith("/tmp/") and os.path.isdir(p))
-    under_tmp = [p for p in under_tmp if not any(p.startswith(q + "/") for q in under_tmp)]
-    tmp_keep = [(p, clone_tree(p)) for p in under_tmp]
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o004 and st.st_size < (1 << 20):
+            with open(p, "rb") as f:
+                out[name] = f.read()
+    return out
+
+
+def build_root(cfg: dict) -> None:
+    """Make the sandbox's root file system and pivot into it.
+
+    The root is an allow-list on a small tmpfs: the system folders (``SYSTEM``; symlinks on
+    merged-usr systems are recreated), a synthesized /etc (``_etc``, plus read-only binds of
+    ``ETC_BIND``), the runtime at ``RUNTIME``, the base interpreter's prefix at its own path,
+    the folders of ``CEILING_SANDBOX_PATHS``, each cloned read-only, nosuid, nodev; the
+    folders in ``cfg["masks"]`` (the base's site-packages, anything forbidden under a shown
+    folder) are covered by an empty read-only tmpfs. No /sys (it would show the host's
+    cgroup tree and hardware); a fresh /proc, a minimal /dev, an empty /run. Every tree is
+    cloned before the root tmpfs hides the host's /tmp (the store or runtime may live there).
+    """
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    links: list[tuple[str, str]] = []  # (path inside, symlink target)
+    trees: list[tuple[str, int]] = []  # (path inside, detached read-only clone)
+    for name in SYSTEM:
+        p = "/" + name
+        if os.path.islink(p):
+            links.append((p, os.readlink(p)))
+        elif os.path.isdir(p):
+            trees.append((p, clone_tree(p)))
+    for name in ETC_COPY:
+        if os.path.islink("/etc/" + name):
+            links.append(("/etc/" + name, os.readlink("/etc/" + name)))
+    for name in ETC_BIND:
+        p = "/etc/" + name
+        if os.path.isdir(p) and not os.path.islink(p):
+            trees.append((p, clone_tree(p)))
+    base = cfg["base_prefix"]
+    if not any(base == "/" + n or base.startswith(f"/{n}/") for n in SYSTEM):
+        trees.append((base, clone_tree(base)))
+    for p in cfg["paths"]:
+        trees.append((p, clone_tree(p)))
+    trees.append((RUNTIME, clone_tree(cfg["runtime"])))
+    etc = _etc(cfg)
     store = clone_tree(cfg["store"])
     devs = {d: clone_tree("/dev/" + d, readonly=False, recursive=False)
             for d in ("null", "zero", "full", "random", "urandom", "tty") if os.path.exists("/dev/" + d)}
     new = "/tmp"
-    mount("ceiling-root", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
-    for name in top:
-        p = "/" + name
-        if name in SKIP_TOP:
-            continue
-        if os.path.islink(p):
-            os.symlink(os.readlink(p), new + p)
-        elif os.path.isdir(p):
-            os.mkdir(new + p, 0o755)
-            if p in clones:
-                attach(clones.pop(p), new + p)
-    tmpfs_over: set[str] = set()
-    for p, (anc, fd) in sorted(needed.items()):
-        if anc.count("/") > 1 and anc not in tmpfs_over:
-            mount("ceiling-mask", new + anc, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
-            tmpfs_over.add(anc)
-        os.makedirs(new + p, 0o755, exist_ok=True)
-        attach(fd, new + p)
-    for d in ("proc", "dev", "sys", "tmp", "run", "workspace", ".ceiling"):
+    mount("ceiling-root", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=2m,nr_inodes=4096,mode=0755")
+    for d in ("etc", "proc", "dev", "sys", "tmp", "run", "workspace", ".ceiling"):
         os.mkdir(f"{new}/{d}", 0o700 if d == ".ceiling" else 0o755)
     os.chmod(f"{new}/tmp", 0o1777)
-    attach(clones.pop("/sys"), f"{new}/sys")
+    for name, data in etc.items():
+        with open(f"{new}/etc/{name}", "wb") as f:
+            f.write(data)
+        os.chmod(f"{new}/etc/{name}", 0o644)
+    os.symlink("../proc/self/mounts", f"{new}/etc/mtab")
+    for p, target in links:
+        os.symlink(target, new + p)
+    for p, fd in sorted(trees, key=lambda t: (t[0].count("/"), t[0])):
+        os.makedirs(new + p, 0o755, exist_ok=True)  # exists already under /usr, say
+        attach(fd, new + p)
+    for p in cfg["masks"]:
+        if os.path.isdir(new + p):
+            mount("ceiling-mask", new + p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,nr_inodes=8,mode=0755")
     mount("proc", f"{new}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     mount("ceiling-run", f"{new}/run", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     mount("ceiling-dev", f"{new}/dev", "tmpfs", MS_NOSUID, "size=64k,mode=0755")
@@ -197,15 +224,9 @@ def build_root(cfg: dict) -> None:
                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{new}/dev/{d}")
     os.mkdir(f"{new}/dev/shm", 0o1777)
-    for d in ("state", "layers", "old", "keep"):
+    for d in ("state", "layers", "old"):
         os.mkdir(f"{new}/.ceiling/{d}", 0o700)
-    for i, (p, fd) in enumerate(tmp_keep):
-        os.mkdir(f"{new}{KEEP}/{i}", 0o755)
-        attach(fd, f"{new}{KEEP}/{i}")
-        TMP_KEEP.append(p)
     attach(store, f"{new}/.ceiling/layers")
-    for fd in clones.values():
-        os.close(fd)
     _check(libc.syscall(SYS["pivot_root"], new.encode(), f"{new}/.ceiling/old".encode()),
            "pivot_root")
     os.chdir("/")
@@ -246,6 +267,46 @@ def drop_sysv_ipc() -> None:
                 ctl(ident, 0, IPC_RMID, None)
             else:
                 ctl(ident, IPC_RMID, None)
+
+
+def pause_all(stop: bool) -> bool:
+    """Freeze fallback (no cgroup freezer): SIGSTOP every process of the namespace but PID 1
+    and wait (at most 2 s) until all are stopped, or SIGCONT them all. True when done."""
+    import time
+
+    try:
+        os.kill(-1, signal.SIGSTOP if stop else signal.SIGCONT)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + 2.0
+    while stop:
+        busy = False
+        for d in os.listdir("/proc"):
+            if d.isdigit() and d != "1":
+                try:
+                    with open(f"/proc/{d}/stat", "rb") as f:
+                        state = f.read().rsplit(b")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                busy |= state not in (b"T", b"t", b"Z", b"X")
+        if not busy:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def install_seccomp(prog: bytes) -> None:
+    """Install the classic-BPF filter built by ``_seccomp.program()`` on this process (after
+    no_new_privs); every process it creates from now on inherits it."""
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    fprog = SockFprog(len(prog) // 8, ctypes.addressof(buf))
+    _check(libc.prctl(22, 2, ctypes.byref(fprog), 0, 0), "prctl(PR_SET_SECCOMP)")
 
 
 def kill_session(sid: int) -> None:
@@ -378,6 +439,8 @@ def serve_init(sock: socket.socket, cfg: dict) -> None:
             send({"id": req["id"], "ok": True})
         elif op in ("read", "write"):
             send({"id": req["id"], **file_op(cfg, req, fds)})
+        elif op == "pause":  # freeze fallback when there is no cgroup freezer
+            send({"id": req["id"], "ok": pause_all(bool(req["stop"]))})
         elif op == "reset":
             kill_all()
             drop_sysv_ipc()
@@ -408,6 +471,8 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int) -> None:
     os.setgroups([])
     os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
     os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+    if cfg.get("seccomp"):  # after no_new_privs and the uid drop: every command inherits it
+        install_seccomp(cfg["seccomp"])
     os.umask(0o022)
     cpu = cfg["rlimits"].get("RLIMIT_CPU")
     running: dict[int, tuple[str, subprocess.Popen]] = {}
@@ -462,8 +527,12 @@ def main() -> None:
     xsock = socket.socket(fileno=int(sys.argv[2]))
     cfg = marshal.loads(bytes.fromhex(sys.argv[3]))
     os.chdir("/")  # pivot_root moves cwds at the old root; others would pin the old tree
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
-           "unshare")
+    netns = cfg.get("netns_fd")  # network_of: join that sandbox's network namespace
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+                        | (CLONE_NEWNET if netns is None else 0)), "unshare")
+    if netns is not None:
+        _check(libc.setns(netns, CLONE_NEWNET), "setns net")
+        os.close(netns)
     pid = os.fork()
     if pid:
         sock.close()
@@ -483,7 +552,8 @@ def main() -> None:
     try:
         host_pid = int(os.readlink("/proc/self"))  # the host's /proc still shows host pids
         libc.sethostname(b"sandbox", 7)
-        lo_up()
+        if netns is None:
+            lo_up()
         build_root(cfg)
     except BaseException as e:  # noqa: BLE001 - reported to the host, then exit
         tb = e.__traceback__

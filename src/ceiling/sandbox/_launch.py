@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import marshal
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -21,20 +22,13 @@ import threading
 from pathlib import Path
 
 from .._errors import SandboxUnavailable
+from . import _runtime as runtime
 from ._cgroup import Cgroup
 from ._layers import SANDBOX_GID, SANDBOX_UID, LayerStore
 from ._types import Limits
 
 HOLDER = str(Path(__file__).with_name("_holder.py"))
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def _needed_paths() -> list[str]:
-    """Host folders the sandbox must see even under a directory others cannot traverse."""
-    exe = Path(sys.executable)
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(exe.parent),
-             str(exe.resolve().parent.parent)}
-    return sorted(p for p in paths if p and os.path.isdir(p) and p != "/")
 
 
 def namespaces_available() -> str | None:
@@ -69,7 +63,30 @@ class Holder:
             self.cgroup.remove()
 
 
-def start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> Holder:
+def _netns_fd(host_pid: int) -> int:
+    """An fd on the network namespace of the holder whose PID 1 is ``host_pid`` (network_of),
+    checked to still be that sandbox's init once the fd is open (a pid can be reused)."""
+    try:
+        pidfd = os.pidfd_open(host_pid)
+        try:
+            fd = os.open(f"/proc/{host_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            with open(f"/proc/{host_pid}/comm") as f:
+                alive = f.read().strip() == "ceiling-init"
+            if not alive or select.select([pidfd], [], [], 0)[0]:  # readable: it exited
+                os.close(fd)
+                raise OSError("its PID 1 has exited")
+            return fd
+        finally:
+            os.close(pidfd)
+    except OSError as e:
+        raise SandboxUnavailable(f"cannot join the network of the given sandbox: {e}",
+                                 fix="pass network_of= a sandbox that is open") from None
+
+
+def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
+                 network_of: int | None = None) -> Holder:
+    """Start a holder over ``lowers``; with ``network_of`` (the host pid of another
+    sandbox's PID 1) it joins that sandbox's network namespace instead of making one."""
     why = namespaces_available()
     if why:
         raise SandboxUnavailable(why, fix="pass backend='local' (no isolation) or run as root")
@@ -82,14 +99,20 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> Holder
         rlimits["RLIMIT_AS"] = limits.memory_mb << 20
     cfg = {"uid": SANDBOX_UID, "gid": SANDBOX_GID, "disk_mb": limits.disk_mb,
            "inodes": max(4096, limits.disk_mb * 256), "lowers": lowers,
-           "store": str(store.root.resolve()), "needed": _needed_paths(), "rlimits": rlimits}
+           "store": str(store.root.resolve()), "rlimits": rlimits}
+    cfg.update(runtime.current().holder_cfg())  # the allow-listed root (see _runtime)
+    netfd = None if network_of is None else _netns_fd(network_of)
+    if netfd is not None:
+        cfg["netns_fd"] = netfd
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     xparent, xchild = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ready_r, ready_w = os.pipe()
     keep = (child.fileno(), xchild.fileno(), ready_r, ready_w)
+    extra_fds = () if netfd is None else (netfd,)
     try:
         proc = subprocess.Popen([sys.executable, "-I", "-S", HOLDER, *map(str, keep[:2]),
-                                 marshal.dumps(cfg).hex(), *map(str, keep[2:])], pass_fds=keep,
+                                 marshal.dumps(cfg).hex(), *map(str, keep[2:])],
+                                pass_fds=keep + extra_fds,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, env={"PATH": _PATH})
     finally:
@@ -97,6 +120,8 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits) -> Holder
         xchild.close()
         os.close(ready_r)
         os.close(ready_w)
+        if netfd is not None:
+            os.close(netfd)
     parent.settimeout(30)
     try:
         msg = marshal.loads(parent.recv(65536) or marshal.dumps({"ready": False}))
@@ -143,7 +168,7 @@ class HolderPool:
         """What a started holder depends on (timeouts and output caps are host-side)."""
         held = limits.model_dump(include={"memory_mb", "max_processes", "max_file_mb",
                                           "disk_mb", "cpu_s"})
-        return f"{store.root.resolve()}\0{sorted(held.items())}"
+        return f"{store.root.resolve()}\0{sorted(held.items())}\0{runtime.current().path}"
 
     def take(self, store: LayerStore, limits: Limits) -> Holder | None:
         """An idle holder (its overlay still over the empty layer), or None."""

@@ -21,6 +21,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -53,6 +54,7 @@ def _cleanup(root: Path, pgids: set[int]) -> None:
 
 class LocalSandbox:
     backend = "local"
+    python = sys.executable  # commands run on the host: its own interpreter
 
     def __init__(self, layer_ids: Sequence[str], store: LayerStore, limits: Limits) -> None:
         warnings.warn("ceiling sandbox backend 'local' has NO isolation: commands run on the "

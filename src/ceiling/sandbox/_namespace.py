@@ -51,7 +51,6 @@ import itertools
 import marshal
 import os
 import socket
-import sys
 import threading
 import time
 import weakref
@@ -60,10 +59,14 @@ from pathlib import Path
 from typing import Self
 
 from .._errors import ConfigError, SandboxError, SandboxUnavailable
-from . import _launch
-from ._launch import _PATH, POOL, Holder, namespaces_available, start_holder
+from . import _launch, _runtime
+from ._launch import POOL, Holder, namespaces_available, start_holder
 from ._layers import LayerStore, hold, release
 from ._types import WORKDIR, ExecResult, Limits
+
+# PATH of every command: the runtime first (python3, pytest), then the system folders.
+RUN_PATH = (f"{_runtime.INSIDE}/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin"
+            ":/sbin")
 
 
 def _finish(h: Holder, store: LayerStore, stacks: list[list[str]]) -> None:
@@ -79,7 +82,15 @@ class NamespaceSandbox:
 
     backend = "namespace"
 
-    def __init__(self, layer_ids: Sequence[str], store: LayerStore, limits: Limits) -> None:
+    python = _runtime.PYTHON  # the runtime's interpreter, as commands see it
+
+    def __init__(self, layer_ids: Sequence[str], store: LayerStore, limits: Limits, *,
+                 network_of: NamespaceSandbox | None = None) -> None:
+        """Open a sandbox over ``layer_ids``. With ``network_of`` (an open namespace
+        sandbox) it joins that sandbox's network namespace (same loopback: a server one
+        starts is reachable from the other on 127.0.0.1) with its own mount, PID, IPC and
+        UTS namespaces, so neither sees the other's files or processes; closing either
+        leaves the other working (it only loses its peer)."""
         why = _launch.namespaces_available()
         if why:
             raise SandboxUnavailable(why, fix="pass backend='local' (no isolation) or run as root")
@@ -92,8 +103,16 @@ class NamespaceSandbox:
         self._current = list(self.layer_ids)
         self._lock = threading.Lock()
         self._seq = itertools.count()
-        warm = POOL.take(store, limits)
-        self._h: Holder | None = warm or start_holder(self._current, store, limits)
+        peer = None
+        if network_of is not None:
+            if not isinstance(network_of, NamespaceSandbox):
+                raise ConfigError("network_of must be a namespace sandbox",
+                                  where="open_sandbox(network_of=...)",
+                                  fix="pass a sandbox opened with backend='namespace'")
+            peer = network_of._holder().host_pid
+        warm = POOL.take(store, limits) if peer is None else None
+        self._h: Holder | None = warm or start_holder(self._current, store, limits,
+                                                      network_of=peer)
         hold(store, self.layer_ids)  # private (fork) layers live while a stack uses them
         hold(store, self._current)
         self._stacks = [self.layer_ids, self._current]
@@ -164,7 +183,7 @@ class NamespaceSandbox:
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
         if not argv:
             raise ValueError("exec needs a command")
-        run_env = {"PATH": f"{os.path.dirname(sys.executable)}:{_PATH}", "HOME": "/tmp",
+        run_env = {"PATH": RUN_PATH, "HOME": "/tmp",
                    "TMPDIR": "/tmp", "WORKSPACE": WORKDIR, "LANG": "C.UTF-8",
                    "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1"}
         run_env.update(env or {})
@@ -274,14 +293,56 @@ class NamespaceSandbox:
         self._remount(None if same else list(self.layer_ids))
         self._set_current(list(self.layer_ids))
 
-    def _upper(self) -> Path:
-        return Path(f"/proc/{self._holder().host_pid}/root/.ceiling/state/upper")
+    # -- freezing the state (checkpoint, fork and so the verifier's freeze) -----------------
+    def _upper(self) -> int:
+        """The overlay upper folder as an open fd. Resolved: the holder's root (a magic link)
+        then folders only root can change (``/.ceiling`` is 0700 root's, ``state`` and
+        ``upper`` are made by PID 1), so nothing the sandbox controls is followed here."""
+        return os.open(f"/proc/{self._holder().host_pid}/root/.ceiling/state/upper",
+                       os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def _pause(self, h: Holder) -> str | None:
+        """Stop every process of the sandbox: the cgroup freezer (invisible to them), else
+        PID 1 sends SIGSTOP to every process of the namespace (visible: a process the agent
+        stopped itself is continued afterwards). Returns how, or None when neither worked;
+        the copy is then still safe (it follows nothing) but may mix two moments."""
+        if h.cgroup is not None and h.cgroup.freeze():
+            return "cgroup"
+        try:
+            msg = self._request({"op": "pause", "stop": True}, timeout=10)
+        except SandboxError:
+            return None
+        return "signal" if msg.get("ok") else None
+
+    def _resume(self, h: Holder, how: str | None) -> None:
+        if how == "cgroup":
+            assert h.cgroup is not None
+            h.cgroup.thaw()
+        elif how == "signal":
+            self._request({"op": "pause", "stop": False}, timeout=10)
+
+    def _freeze(self, *, private: bool) -> str:
+        """Pause the sandbox, copy its upper layer into the store (fd-relative, no-follow;
+        see :meth:`LayerStore.put_diff`), resume it. Call with ``self._lock`` held. Raises
+        :class:`~ceiling._errors.StateRejected` (nothing stored) when the state holds more
+        than ``limits.disk_mb`` of data or a special file."""
+        h = self._holder()
+        how = self._pause(h)
+        try:
+            upper = self._upper()
+            try:
+                return self.store.put_diff(upper, self._current, private=private,
+                                           max_bytes=self.limits.disk_mb << 20)
+            finally:
+                os.close(upper)
+        finally:
+            self._resume(h, how)
 
     def checkpoint(self) -> str:
         with self._lock:
             for lid in self._current:  # a public layer must not stand on a private one
                 self.store.publish(lid)
-            return self.store.put_diff(self._upper(), self._current)
+            return self._freeze(private=False)
 
     def restore(self, layer_id: str) -> None:
         stack = self.store.expand([layer_id])
@@ -292,9 +353,10 @@ class NamespaceSandbox:
         """A new sandbox over a *private* frozen copy of this one's state: the layer is
         deleted when the last sandbox standing on it closes (unless a ``checkpoint()`` on
         top of it published it), so a verifier forking every episode does not grow the
-        store."""
+        store. The copy is taken as :meth:`checkpoint` takes it (paused, no-follow) and
+        raises :class:`~ceiling._errors.StateRejected` for the same reasons."""
         with self._lock:
-            lid = self.store.put_diff(self._upper(), self._current, private=True)
+            lid = self._freeze(private=True)
         try:
             return NamespaceSandbox([lid], self.store, self.limits)
         except BaseException:

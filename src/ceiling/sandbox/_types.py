@@ -57,6 +57,10 @@ class Sandbox(Protocol):
 
     backend: str
     limits: Limits
+    python: str
+    """The python interpreter to put in an argv run *inside* this sandbox (namespace:
+    ``/opt/ceiling/runtime/bin/python3``, the runtime with pytest; local: the host's
+    ``sys.executable``). Never put the host's ``sys.executable`` in a sandbox's argv."""
 
     def exec(self, cmd: str | Sequence[str], *, timeout: float | None = None,
              stdin: bytes | None = None, env: Mapping[str, str] | None = None,
