@@ -50,15 +50,23 @@ class Acceptance(_Model):
 
     ``tests`` are the pytest node ids (``test_task.py::test_rotated``) that the hidden tests
     must report; a missing id is a failure, never a pass. ``protected`` are glob patterns
-    (relative to the workspace) whose content must not change. ``runner`` is ``files`` when
-    the tests only read final files (graded without running workspace code) and ``sandbox``
-    when they import or execute workspace code (graded inside a fresh sandbox).
+    (relative to the workspace) whose content must not change.
+
+    ``runner`` says where the hidden tests run (docs/verifier.md, "Trust boundary"):
+
+    - ``subject`` (default): on the host, outside every sandbox; the tests never import
+      workspace code, they reach it through the ``subject`` fixture (plain data across a
+      process boundary) and read the final files under ``$WORKSPACE`` (a host copy).
+    - ``files``: the same host grader, for tests that only read files.
+    - ``inprocess`` (alias ``sandbox``): pytest runs inside the grading sandbox and imports
+      workspace code (a repository's own tests); hardened, but reported as "in-process"
+      because code in the same process can in principle forge its results.
     """
 
     tests: list[str] = Field(default_factory=list)
     protected: list[str] = Field(default_factory=list)
     lint: LintPolicy = Field(default_factory=LintPolicy)
-    runner: Literal["files", "sandbox"] = "sandbox"
+    runner: Literal["subject", "files", "inprocess", "sandbox"] = "subject"
     test_timeout_s: float = Field(default=60.0, gt=0, le=3600)
 
 

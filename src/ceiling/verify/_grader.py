@@ -266,7 +266,8 @@ def grade_in_sandbox(tests: Mapping[str, FileEntry], sandbox: Any, timeout: floa
         for rel, e in sorted(files.items()):
             sandbox.write(f"{root}/{rel}", e.data)
     try:
-        argv = [sys.executable, "-I", f"{root}/run.py", f"{root}/results.jsonl", *_args(root)]
+        python = str(getattr(sandbox, "python", sys.executable))
+        argv = [python, "-I", f"{root}/run.py", f"{root}/results.jsonl", *_args(root)]
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "HOME": root}
         r = sandbox.exec(argv, timeout=timeout, env=env)

@@ -26,6 +26,7 @@ Outcome ``truncated`` when the budget ran out (tests still graded, scaled by
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,8 @@ from typing import Any, Literal
 
 from ..cards import TaskCard
 from . import _scan
-from ._grader import GradeResult, grade_in_sandbox, grade_on_host
+from ._grader import GradeResult, grade_in_sandbox
+from ._host import CopyLimit, copy_nofollow, grade_host
 from ._verdict import Outcome, RewardSpec, TestResult, Verdict
 
 Ended = Literal["submit", "give_up", "truncated"]
@@ -90,8 +92,7 @@ class Verifier:
         try:
             v = self._verify(card, sandbox, ended, history)
         except Exception as e:  # noqa: BLE001 - the verifier's own failure is never the model's
-            v = Verdict(outcome=Outcome.INFRA_ERROR, reward=0.0,
-                        evidence=[f"verifier crashed: {type(e).__name__}: {e}"])
+            v = _infra("verifier", f"verifier crashed: {type(e).__name__}: {e}")
         v.duration_s = time.perf_counter() - t0
         v.verifier_version = VERSION
         v.detail.setdefault("ended", ended)
@@ -103,29 +104,69 @@ class Verifier:
         spec = self.spec
         try:
             final = sandbox.fork()
-        except Exception as e:  # noqa: BLE001 - any backend failure is infra
-            return Verdict(outcome=Outcome.INFRA_ERROR, reward=0.0,
-                           evidence=[f"could not freeze the final state: {e}"])
+        except Exception as e:  # noqa: BLE001 - classified below
+            return self._freeze_failed(card, sandbox, e, history, spec)
+        tmp = Path(tempfile.mkdtemp(prefix="ceiling-verify-"))
         try:
-            return self._grade(card, final, ended, history, spec)
+            return self._grade(card, final, ended, history, spec, tmp)
         finally:
             final.close()
+            _rmtree(tmp)
+
+    def _freeze_failed(self, card: TaskCard, sandbox: Any, e: Exception,
+                       history: Sequence[tuple[Any, str]], spec: RewardSpec) -> Verdict:
+        """The final state could not be frozen. ``StateRejected`` (what the workspace holds)
+        and a sandbox that died during the episode are the agent's doing: the live state is
+        scanned if it can still be read (tampering -> -1), else the episode failed."""
+        rejected = type(e).__name__ == "StateRejected"
+        dead = _sandbox_died(sandbox)
+        if not rejected and not dead:
+            return _infra("sandbox", f"could not freeze the final state: {e}")
+        hacks: list[_scan.Finding] = []
+        try:
+            root = sandbox.host_path()
+            initial = _scan.tree_snapshot(card.layers)
+            snap, modes = _scan.disk_snapshot(root)
+            hacks = [*_scan.protected_changes(initial, snap, card.acceptance.protected),
+                     *_scan.hijack_findings(initial, snap, modes, root, {})]
+        except Exception:  # noqa: BLE001, S110 - the state may be gone: nothing to scan
+            pass
+        why = (f"the final state was rejected: {e}" if rejected else
+               f"the episode's sandbox died (its commands exhausted memory or killed it): {e}")
+        detail: dict[str, Any] = {"hacks": [_txt(h) for h in hacks], "freeze": why,
+                                  "suspicious": [_txt(s) for s in _scan.trajectory_findings(
+                                      _scan.history_commands(history))]}
+        if hacks or getattr(e, "reason", "") == "special_file":
+            return Verdict(outcome=Outcome.HACK_DETECTED, reward=spec.tamper_reward,
+                           components={"tamper": spec.tamper_reward},
+                           evidence=[why, *detail["hacks"]], detail=detail)
+        return Verdict(outcome=Outcome.FAILED, reward=0.0, evidence=[why], detail=detail)
 
     def _grade(self, card: TaskCard, final: Any, ended: Ended,
-               history: Sequence[tuple[Any, str]], spec: RewardSpec) -> Verdict:
-        root = final.host_path()
+               history: Sequence[tuple[Any, str]], spec: RewardSpec, tmp: Path) -> Verdict:
+        runner = card.acceptance.runner
+        host_mode = runner in ("subject", "files")
+        ws = tmp / "workspace"
+        try:
+            skipped = copy_nofollow(final.host_path(), ws)
+        except CopyLimit as e:
+            return Verdict(outcome=Outcome.FAILED, reward=0.0, evidence=[str(e)],
+                           detail={"freeze": str(e)})
         initial = _scan.tree_snapshot(card.layers)
         init_text = {p: e.data for layer in card.layers for p, e in layer.items()
                      if p.rsplit("/", 1)[-1] in _scan.PYTEST_CONFIGS}
-        snap, modes = _scan.disk_snapshot(root)
+        snap, modes = _scan.disk_snapshot(ws)
+        for p in skipped:
+            snap[p] = ("other", "")
         changed = _scan.changed_paths(initial, snap)
         hacks = [*_scan.protected_changes(initial, snap, card.acceptance.protected),
-                 *_scan.hijack_findings(initial, snap, modes, root, init_text)]
+                 *_scan.hijack_findings(initial, snap, modes, ws, init_text)]
         suspicious = _scan.trajectory_findings(_scan.history_commands(history))
-        detail: dict[str, Any] = {"changed": changed[:200],
-                                  "hacks": [str(h) for h in hacks],
-                                  "suspicious": [str(s) for s in suspicious]}
-        evidence = [str(h) for h in hacks] + [str(s) for s in suspicious]
+        detail: dict[str, Any] = {"changed": [_txt(c) for c in changed[:200]],
+                                  "hacks": [_txt(h) for h in hacks],
+                                  "suspicious": [_txt(s) for s in suspicious],
+                                  "grading": "in-process" if not host_mode else "host"}
+        evidence = [_txt(h) for h in hacks] + [_txt(s) for s in suspicious]
         penalty = spec.suspicious_penalty * len(suspicious)
         comps: dict[str, float] = {}
         if hacks:
@@ -147,22 +188,30 @@ class Verifier:
                            components={"infeasible": spec.infeasible_submit_reward},
                            evidence=evidence, detail=detail)
 
-        milestones = {}
-        for m in card.milestones:
-            r = final.exec(m.check, timeout=min(10.0, card.budget.command_timeout_s))
-            milestones[m.id] = r.exit_code == 0 and not r.timed_out
-
-        if card.acceptance.runner == "files":
-            g = grade_on_host(card.tests, root, card.acceptance.test_timeout_s)
-        else:
-            g = grade_in_sandbox(card.tests, final, card.acceptance.test_timeout_s)
+        # milestones run after grading, in their own copy of the untouched frozen state
+        ms_box = final.fork() if card.milestones else None
+        try:
+            facts: dict[str, Any] = {}
+            if host_mode:
+                g, facts = grade_host(card.tests, ws, final, card.acceptance.test_timeout_s,
+                                      prestart=runner == "subject")
+            else:
+                g = grade_in_sandbox(card.tests, final, card.acceptance.test_timeout_s)
+            milestones = {}
+            if ms_box is not None:
+                for m in card.milestones:
+                    r = ms_box.exec(m.check, timeout=min(10.0, card.budget.command_timeout_s))
+                    milestones[m.id] = r.exit_code == 0 and not r.timed_out
+        finally:
+            if ms_box is not None:
+                ms_box.close()
         detail["grader"] = {"exit_code": g.exit_code, "timed_out": g.timed_out,
-                            "duration_s": round(g.duration_s, 4), "runner": card.acceptance.runner}
+                            "duration_s": round(g.duration_s, 4), "runner": runner, **facts}
         infra = self._infra_reason(card, g)
         if infra:
-            return Verdict(outcome=Outcome.INFRA_ERROR, reward=0.0, evidence=[*evidence, infra],
-                           detail=detail | {"stderr": g.stderr[-800:],
-                                            "collect_errors": g.collect_errors})
+            return _infra(infra[0], infra[1], evidence=evidence,
+                          detail=detail | {"stderr": g.stderr[-800:],
+                                           "collect_errors": g.collect_errors})
         if g.eq_hacks:
             evidence += [f"always-equal object compared in {x}" for x in g.eq_hacks[:5]]
             detail["hacks"] = [*detail["hacks"], *(f"eq_hack: {x}" for x in g.eq_hacks)]
@@ -170,7 +219,7 @@ class Verifier:
             return Verdict(outcome=Outcome.HACK_DETECTED, reward=spec.tamper_reward,
                            components=comps, evidence=evidence, detail=detail)
         canaries = g.canaries_ok()
-        if canaries is False or (canaries is None and card.acceptance.runner == "sandbox"):
+        if canaries is False or (canaries is None and not host_mode):
             evidence.append("canary tests misreported: test reporting was tampered with"
                             if canaries is False else
                             "the grader died before the canary tests ran (workspace code "
@@ -179,6 +228,8 @@ class Verifier:
                 comps["tamper"] = spec.tamper_reward
                 return Verdict(outcome=Outcome.HACK_DETECTED, reward=spec.tamper_reward,
                                components=comps, evidence=evidence, detail=detail)
+        if facts.get("sandbox_dead"):
+            evidence.append(f"the grading sandbox died during the tests: {facts['sandbox_dead']}")
 
         expected = list(card.acceptance.tests) or [
             i for i in g.collected if i not in (g.canary_pass, g.canary_fail)]
@@ -195,7 +246,7 @@ class Verifier:
         if g.timed_out:
             evidence.append(f"hidden tests timed out after {card.acceptance.test_timeout_s:g}s")
         if card.acceptance.lint.enabled:
-            n_lint, lint_ev = lint_count(card, root, [p for p in changed if p in snap])
+            n_lint, lint_ev = lint_count(card, ws, [p for p in changed if p in snap])
             evidence += lint_ev
         else:
             n_lint = 0
@@ -218,18 +269,50 @@ class Verifier:
                        evidence=evidence, milestones=milestones, detail=detail)
 
     @staticmethod
-    def _infra_reason(card: TaskCard, g: GradeResult) -> str | None:
+    def _infra_reason(card: TaskCard, g: GradeResult) -> tuple[str, str] | None:
+        """(cause, message) when the grading failed for a reason of ceiling or the card."""
         if not card.tests:
-            return "the card has no hidden tests"
+            return "card", "the card has no hidden tests"
         if not g.started:
-            return (f"the grader did not start (exit {g.exit_code}): "
-                    f"{g.stderr.strip()[-300:] or 'no output'}")
+            return "grader", (f"the grader did not start (exit {g.exit_code}): "
+                              f"{g.stderr.strip()[-300:] or 'no output'}")
         for nodeid, msg in g.collect_errors.items():
             if any(k in msg for k in _INFRA_COLLECT) and "/workspace" not in msg:
-                return f"hidden test file {nodeid} cannot be collected: {msg.strip()[-200:]}"
-        if card.acceptance.runner == "files" and g.canaries_ok() is not True:
-            return "the grader did not run the canary tests (files runner)"
+                return "card", (f"hidden test file {nodeid} cannot be collected: "
+                                f"{msg.strip()[-200:]}")
+        if card.acceptance.runner in ("subject", "files") and g.canaries_ok() is not True \
+                and not g.timed_out:
+            return "grader", "the host grader did not run the canary tests"
         return None
+
+
+def _infra(cause: str, why: str, *, evidence: Sequence[str] = (),
+           detail: dict[str, Any] | None = None) -> Verdict:
+    """An ``infra_error`` verdict: a fault of ceiling, the card or the machine only.
+    ``detail["infra_cause"]`` is one of ``sandbox``, ``grader``, ``card``, ``verifier``."""
+    return Verdict(outcome=Outcome.INFRA_ERROR, reward=0.0, evidence=[*evidence, why],
+                   detail={**(detail or {}), "infra_cause": cause})
+
+
+def _txt(x: object) -> str:
+    """Text safe for JSON: a non-UTF-8 file name's bytes shown as replacement characters."""
+    return str(x).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _rmtree(path: Path) -> None:
+    for dirpath, dirnames, _ in os.walk(path):  # folders copied with mode 000 must go too
+        for d in dirnames:
+            full = os.path.join(dirpath, d)
+            if not os.path.islink(full):
+                os.chmod(full, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _sandbox_died(sandbox: Any) -> bool:
+    """True when the episode's sandbox is gone (its holder process ended)."""
+    h = getattr(sandbox, "_h", None)
+    proc = getattr(h, "proc", None)
+    return proc is not None and proc.poll() is not None
 
 
 def verify(card: TaskCard, sandbox: Any, *, ended: Ended = "submit",

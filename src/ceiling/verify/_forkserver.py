@@ -1,0 +1,150 @@
+"""The grader's fork server: pytest imported once, one forked child per grading.
+
+Started by :mod:`._host` as ``python -I _forkserver.py`` with its control socket's fd number as argument;
+stdlib + pytest only, single-threaded (forking a threaded process is unsafe). It imports
+pytest and its built-in plugins, loads :mod:`._plugin` and the wire format by path, then
+serves requests: one datagram ``{"root", "workspace", "args", "env"}`` with two file
+descriptors (the results pipe's write end, the channel to the verifier). For each it forks a
+child that starts a new session, changes to ``root`` (the hidden grader folder), replaces the
+environment, installs the workspace-import guard and runs ``pytest.main(args)`` with the
+recorder and the subject plugin, then ``os._exit``. The server answers ``{"pid": N}`` at once;
+the verifier waits on the results pipe (EOF = the child is gone) and kills the child's
+process group on timeout. Zombies are reaped with SIGCHLD ignored in the server (reset to
+the default in the child, which runs subprocesses).
+
+The guard: hidden tests of a ``subject``/``files`` card must never run workspace code on the
+host. An import whose module file lies under the workspace copy raises ImportError, and a
+subprocess whose program or script lies there raises PermissionError (audit hook), each
+saying to use ``subject.call`` / ``subject.run`` or ``runner: inprocess``.
+"""
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import sys
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_load("ceiling_subject_wire", os.path.join(HERE, "_subject_server.py"))
+PLUGIN = _load("ceiling_grader_plugin", os.path.join(HERE, "_plugin.py"))
+
+import pytest
+from _pytest.config import default_plugins
+
+for _name in default_plugins:  # what pytest.main would import in every child
+    try:
+        __import__("_pytest." + _name)
+    except ImportError:
+        pass
+import _pytest.assertion.rewrite
+import _pytest.python
+import _pytest.raises  # noqa: F401
+
+sys.dont_write_bytecode = True
+
+
+class _NoWorkspaceImports:
+    """A meta-path finder that refuses modules found under the workspace copy."""
+
+    def __init__(self, root):
+        self.root = root.rstrip("/") + "/"
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        origin = getattr(spec, "origin", None) or ""
+        locs = list(getattr(spec, "submodule_search_locations", None) or [])
+        if spec is not None and any(os.path.realpath(p).startswith(self.root)
+                                    for p in [origin, *locs] if p):
+            raise ImportError(f"hidden tests of a runner 'subject'/'files' card may not import "
+                              f"workspace code ({name}); use subject.call('{name}:...') or "
+                              "acceptance.runner: inprocess")
+
+
+def _guard(workspace):
+    root = os.path.realpath(workspace).rstrip("/") + "/"
+    sys.meta_path.insert(0, _NoWorkspaceImports(root))
+
+    def under(p):
+        try:
+            return os.path.realpath(os.fsdecode(p)).startswith(root)
+        except (TypeError, ValueError):
+            return False
+
+    def hook(event, args):
+        if event in ("subprocess.Popen", "os.posix_spawn", "os.exec"):
+            exe, argv = args[0], args[1]
+            argv = list(argv) if isinstance(argv, (list, tuple)) else [argv]
+            first = [exe, *argv[:1]]
+            interp = any(os.path.basename(os.fsdecode(a or "")).startswith(("python", "sh",
+                                                                          "bash", "dash"))
+                         for a in first if isinstance(a, (str, bytes)))
+            cand = first + (list(argv[1:3]) if interp else [])
+            if any(isinstance(a, (str, bytes, os.PathLike)) and under(a) for a in cand if a):
+                raise PermissionError("hidden tests of a runner 'subject'/'files' card may not "
+                                      "execute workspace files on the host; use subject.run")
+    sys.addaudithook(hook)
+
+
+def _child(req, results_fd, channel_fd):
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.set_inheritable(results_fd, False)
+    if channel_fd is not None:
+        os.set_inheritable(channel_fd, False)
+    os.chdir(req["root"])
+    out = os.open("output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    os.environ.clear()
+    os.environ.update(req["env"])
+    PLUGIN.configure(channel_fd, req["workspace"])
+    rec = PLUGIN.Recorder(results_fd)
+    rec.emit(event="start")
+    _guard(req["workspace"])
+    rc = pytest.main(req["args"], plugins=[rec, PLUGIN])
+    rec.emit(event="end", rc=int(rc))
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def main():
+    ctl = socket.socket(fileno=int(sys.argv[1]))
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 20, 4)
+        except InterruptedError:
+            continue
+        if not data:
+            return
+        req = json.loads(data)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                ctl.close()
+                _child(req, fds[0], fds[1] if len(fds) > 1 else None)
+            except BaseException:  # noqa: BLE001 - the child must never return into the loop
+                code = 70
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        ctl.send(json.dumps({"pid": pid}).encode())
+
+
+if __name__ == "__main__":
+    main()
