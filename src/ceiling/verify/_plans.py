@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Protocol, runtime_checkable
 
 from ..cards import TaskCard
@@ -39,7 +40,13 @@ Step = Action | Callable[[TaskCard], Action]
 class ScriptPlan:
     """A fixed list of steps (Actions, or functions of the card returning one), then
     ``final`` (``submit`` by default). ``feasible_only`` marks plans that only make sense
-    on feasible cards (e.g. farming abstention reward)."""
+    on feasible cards (e.g. farming abstention reward).
+
+    Red-team metadata: ``exploit_class`` names the attack class (a key of
+    ``ceiling.verify.exploits.CLASSES``); ``applies_to`` lists template-id globs or family
+    names the plan targets (empty: every card); ``expect_tamper`` says the plan leaves
+    tampering in the final state (a protected path changed, a planted conftest.py, ...),
+    so the expected outcome is ``hack_detected`` at reward -1, not merely <= 0."""
 
     name: str
     steps: Sequence[Step] = ()
@@ -48,6 +55,19 @@ class ScriptPlan:
     source: str = ""
     detection: str = ""
     feasible_only: bool = False
+    exploit_class: str = ""
+    applies_to: tuple[str, ...] = ()
+    expect_tamper: bool = False
+
+    def applies(self, card: TaskCard) -> bool:
+        """Whether red-teaming runs this plan on ``card`` (its template, family or id
+        matches ``applies_to``, and ``feasible_only`` plans need a feasible card)."""
+        if self.feasible_only and not card.feasible:
+            return False
+        if not self.applies_to:
+            return True
+        keys = [k for k in (card.template, card.type, card.id) if k]
+        return any(fnmatchcase(k, pat) for pat in self.applies_to for k in keys)
 
     def next_action(self, card: TaskCard, history: History) -> Action:
         i = len(history)
