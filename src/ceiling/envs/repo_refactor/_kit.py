@@ -11,10 +11,17 @@
 - Name pools (:func:`ident`, :func:`package_name`) give rng-chosen identifiers that never
   shadow a standard-library module (the verifier flags shadowing modules as planted files).
 
-Hidden-test helpers: :data:`TEST_PRELUDE` is the head of every hidden test file. It puts
-``$WORKSPACE`` on ``sys.path`` (the grader runs pytest in isolated mode, so the workspace is
-not importable otherwise) and defines ``same(a, b)``, a strict comparison that checks exact
-builtin types first, so an object whose ``__eq__`` always returns True never passes.
+Hidden tests (``runner: subject``) never import or execute workspace code in the test
+process: they call it through the grader's ``subject`` fixture (``subject.call("pkg.mod:fn",
+*args)`` returns plain data; ``subject.define(src)`` runs trusted helper code next to the
+workspace's objects) and read source files as data under ``$WORKSPACE`` (AST checks run in
+the test process, on text). :data:`TEST_PRELUDE` is the head of every such file: ``WS`` (the
+workspace path), ``same(a, b)`` (strict equality: exact builtin types, floats within 1e-9),
+``outcome(subject, target, *args)`` (the value, or ``"<ExcName>"`` when the call raised,
+the convention the generators record expected results in) and the source readers
+``source``/``tree``/``py_files`` (regular files only, never through a symlink).
+:data:`INPROCESS_PRELUDE` is the former head, for ``runner: inprocess`` cards only: it puts
+``$WORKSPACE`` first on ``sys.path`` of the test process.
 """
 
 from __future__ import annotations
@@ -43,7 +50,67 @@ MODULE_WORDS = ("billing", "stock", "pricing", "reports", "payroll", "shipping",
                 "energy", "clinic", "library", "transit", "harvest", "rebates", "ratings")
 STDLIB = frozenset(sys.stdlib_module_names) | {"test", "tests", "conftest", "pytest", "yaml"}
 
-TEST_PRELUDE = '''"""Hidden tests (generated). The grader sets WORKSPACE to the agent's final workspace."""
+TEST_PRELUDE = '''"""Hidden tests (generated). They run in the grader, never next to workspace code: the
+workspace is reached through the `subject` fixture and read as data under WORKSPACE."""
+import ast
+import math
+import os
+import stat
+
+WS = os.environ["WORKSPACE"]
+
+
+def same(a, b):
+    """Strict equality: exact builtin types, floats within 1e-9 relative."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return sorted(a) == sorted(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (int, str, bool, type(None), bytes)):
+        return a == b
+    return False
+
+
+def outcome(subject, target, *args, **kwargs):
+    """What calling `target` ("pkg.mod:fn") in the subject gives: its value, or
+    "<ExcName>" when it raised (a timeout or a crashed subject fails the test)."""
+    try:
+        return subject.call(target, *args, **kwargs)
+    except subject.Error as exc:
+        return f"<{exc.type}>"
+
+
+def source(rel):
+    """The text of a workspace file: a regular file, never read through a symlink."""
+    path = os.path.join(WS, rel)
+    for parent in [rel.split("/")[:i] for i in range(1, rel.count("/") + 1)]:
+        assert not os.path.islink(os.path.join(WS, *parent)), f"{'/'.join(parent)} is a symlink"
+    st = os.lstat(path)
+    assert stat.S_ISREG(st.st_mode), f"{rel} is not a regular file"
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def tree(rel):
+    return ast.parse(source(rel))
+
+
+def py_files(pkg):
+    """The .py files under a package folder (relative paths, symlinks included, so that
+    `source` rejects a linked file instead of the walk skipping it)."""
+    out = []
+    for root, _dirs, files in os.walk(os.path.join(WS, pkg)):
+        for f in files:
+            if f.endswith(".py"):
+                out.append(os.path.relpath(os.path.join(root, f), WS))
+    return sorted(out)
+'''
+
+INPROCESS_PRELUDE = '''"""Hidden tests (generated). The grader sets WORKSPACE to the agent's final workspace."""
 import math
 import os
 import sys
@@ -164,8 +231,10 @@ def assemble(template: Any, *, difficulty: int, variant: str, instruction: str,
              workspace: Mapping[str, str], tests: Mapping[str, str], test_ids: Sequence[str],
              solution: str, protected: Sequence[str] = (), faults: Sequence[Fault] = (),
              infeasible_reason: str | None = None, tags: Sequence[str] = (),
-             runner: str = "sandbox", test_timeout_s: float = 120.0) -> TaskCard:
-    """Build the card; ``template`` is the Template instance (for family, id and horizon)."""
+             runner: str = "subject", test_timeout_s: float = 120.0) -> TaskCard:
+    """Build the card; ``template`` is the Template instance (for family, id and horizon).
+    ``runner`` defaults to ``subject`` (host grader; tests reach workspace code only through
+    the ``subject`` fixture)."""
     horizon = template.horizons[difficulty]
     card = TaskCard(
         id=template.template_id(),

@@ -6,8 +6,12 @@ the generator's own correct code, never from a hand-written number. Imports are 
 by a lock and the generated package is removed from ``sys.modules`` afterwards, so two
 cards with the same package name never see each other's modules.
 
-:func:`behaviour_test` renders the hidden test that replays those calls against the final
-workspace and compares with :func:`same` (exact builtin types).
+:data:`BEHAVIOUR` is the hidden test that replays those calls in the grader's subject
+(``outcome(subject, "pkg.mod:fn", *args)``: plain data back) and compares with ``same``
+(exact builtin types). :data:`SUBJECT_HELPERS` is trusted helper code the hidden tests
+``subject.define`` next to the workspace's objects: it resolves dotted paths (class methods
+included) and replays a call with a shared function replaced by a token-returning stand-in,
+which shows whether the caller really goes through that function.
 """
 
 from __future__ import annotations
@@ -68,35 +72,65 @@ def cases_literal(calls: Sequence[Call], results: Sequence[Any]) -> str:
 
 BEHAVIOUR = '''
 
-def test_behaviour():
+def test_behaviour(subject):
     """Every generated call returns exactly what the original (correct) code returned."""
-    _require_done()
-    import copy
-    import importlib
+    _require_done(subject)
     for mod, fn, args, want in CASES:
-        got = getattr(importlib.import_module(mod), fn)(*copy.deepcopy(args))
+        got = outcome(subject, f"{mod}:{fn}", *args)
         assert same(got, want), f"{mod}.{fn}{args!r} returned {got!r}, expected {want!r}"
 '''
 
-SOURCE_HELPERS = '''
+# Kept for compatibility: the readers now live in ``_kit.TEST_PRELUDE`` (regular files only).
+SOURCE_HELPERS = ""
 
-def source(rel):
-    with open(os.path.join(WS, rel), encoding="utf-8") as fh:
-        return fh.read()
-
-
-def tree(rel):
-    import ast
-    return ast.parse(source(rel))
+SUBJECT_HELPERS = '''
+import importlib
 
 
-def py_files(pkg):
-    out = []
-    for root, _dirs, files in os.walk(os.path.join(WS, pkg)):
-        for f in files:
-            if f.endswith(".py"):
-                out.append(os.path.relpath(os.path.join(root, f), WS))
-    return sorted(out)
+def _target(mod, path):
+    obj = importlib.import_module(mod)
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        obj = getattr(obj, part)
+        if i < len(parts) - 1 and isinstance(obj, type):
+            obj = obj()
+    return obj
+
+
+def call_path(mod, path, args, kwargs=None):
+    """Call mod.path(*args, **kwargs); "Cls.meth" calls the method of a fresh Cls()."""
+    return _target(mod, path)(*args, **(kwargs or {}))
+
+
+def routed(mod, path, owner, name, token, args):
+    """Call mod.path(*args) with owner.name -- and every global of `mod` bound to that very
+    object -- replaced by a stand-in that returns `token`. A caller that really calls
+    owner.name returns a value built from the token; a private copy does not."""
+    module, home = importlib.import_module(mod), importlib.import_module(owner)
+    real = getattr(home, name, None)
+    if real is None:
+        return None
+    patched = []
+    for space in (home, module):
+        for key, value in list(vars(space).items()):
+            if value is real:
+                patched.append((space, key))
+                setattr(space, key, lambda *a, **k: token)
+    try:
+        return call_path(mod, path, args)
+    finally:
+        for space, key in patched:
+            setattr(space, key, real)
+
+
+def module_of(mod, path):
+    return getattr(_target(mod, path), "__module__", None)
+
+
+def same_objects(pairs):
+    """For each ((mod, name), (mod2, name2)): whether both names hold the same object."""
+    return [getattr(importlib.import_module(a), x, None) is getattr(importlib.import_module(b), y, 0)
+            for (a, x), (b, y) in pairs]
 '''
 
 

@@ -82,19 +82,16 @@ class FixBug(Template):
             visible += (f"\n\ndef test_{fn}_contract():\n"
                         f'    """Release note 4.2: this call must now return a different value."""\n'
                         f"    assert {mod}.{fn}(*{args!r}) == {other}\n")
-            hidden_extra = (f"\n\ndef test_contract():\n"
-                            f"    import importlib\n"
-                            f"    got = importlib.import_module({mod!r}).{fn}(*{args!r})\n"
+            hidden_extra = (f"\n\ndef test_contract(subject):\n"
+                            f"    got = outcome(subject, {mod + ':' + fn!r}, *{args!r})\n"
                             f"    assert same(got, {want!r}) and same(got, {other})\n")
         per_bug = "".join(
-            f"\n\ndef test_fixed_{f.name}():\n"
-            f"    import importlib\n"
-            f"    fn = importlib.import_module({repo.pkg + '.' + m!r}).{f.name}\n"
+            f"\n\ndef test_fixed_{f.name}(subject):\n"
             f"    for args, want in {[(c, r) for (mm, ff, c), r in zip(calls, results) if ff == f.name]!r}:\n"
-            f"        got = fn(*args)\n"
+            f"        got = outcome(subject, {repo.pkg + '.' + m + ':' + f.name!r}, *args)\n"
             f"        assert same(got, want), f'{f.name}{{args!r}} returned {{got!r}}, expected {{want!r}}'\n"
             for m, f, _ in bugs)
-        hidden = (_kit.TEST_PRELUDE + "\n\ndef _require_done():\n    pass\n\n"
+        hidden = (_kit.TEST_PRELUDE + "\n\ndef _require_done(subject):\n    pass\n\n"
                   + cases_literal(calls, results) + per_bug + BEHAVIOUR + hidden_extra)
         workspace = dict(buggy)
         workspace[tname] = visible

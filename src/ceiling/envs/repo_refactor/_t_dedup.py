@@ -3,8 +3,19 @@
 Every module of the package carries its own private copy of the same helper and a public
 function that uses it. The agent defines the helper once, in ``pkg/util.py`` under the
 public name the instruction gives, deletes every copy and makes each module use the shared
-one. The hidden tests compare function *bodies* by AST (docstring stripped), so a copy that
-was merely renamed is still a copy, and replay every public function.
+one. The hidden tests (grader side; the workspace is reached through the ``subject``):
+
+- ``util.SHARED`` is a ``def`` that computes the helper on hidden inputs (a stub fails, and
+  gates every other test);
+- per module: no function in it (``def`` or ``lambda``) has the helper's body, compared as an
+  AST with the docstring dropped and local names renamed (so a reformatted, renamed or
+  re-variabled copy is still a copy); its public function really calls ``util.SHARED`` (run
+  in the subject with ``util.SHARED`` swapped for a stand-in returning a secret token, the
+  result must carry the token; a private copy or alias does not); and it returns the
+  original results on hidden inputs.
+
+One test per module, so partial work earns partial credit and a module that keeps a copy
+earns nothing.
 Train: all copies share one name and docstring. Held out: each copy has its own name and
 docstring (only the bodies match). Difficulty = number of copies (2–3, 5–8, 15–20).
 Infeasible: ``pkg/util.py`` is vendored and protected, yet the helper must be defined there.
@@ -17,63 +28,71 @@ import random
 from ...cards import TaskCard
 from .._registry import Template, Variant, register
 from . import _kit
-from ._recipes import draw
-from ._repo import (
-    BEHAVIOUR,
-    SOURCE_HELPERS,
-    call_all,
-    cases_literal,
-    module_text,
-    visible_test,
-)
+from ._recipes import _run, draw
+from ._repo import SUBJECT_HELPERS, call_all, module_text, visible_test
 
 COPIES = {1: (2, 3), 2: (5, 8), 3: (15, 20)}
 
 _CHECKS = '''
 
-def _body(fn):
-    import ast
-    body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+def _norm(fn):
+    """A function's body as an AST dump: docstring dropped, parameters and local names
+    renamed by order of appearance (formatting, comments and local names do not count)."""
+    import copy
+    body = [ast.Return(fn.body)] if isinstance(fn, ast.Lambda) else list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \\
+            and isinstance(body[0].value.value, str):
         body = body[1:]
-    return [ast.dump(s) for s in body]
+    a = fn.args
+    local = [x.arg for x in [*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg] if x]
+    for stmt in body:
+        for n in ast.walk(stmt):
+            name = n.id if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) else \\
+                n.arg if isinstance(n, ast.arg) else None
+            if name and name not in local:
+                local.append(name)
+    new = {name: f"_v{i}" for i, name in enumerate(local)}
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.Name(new.get(node.id, node.id), node.ctx)
+
+        def visit_arg(self, node):
+            node.arg = new.get(node.arg, node.arg)
+            return node
+    return ast.dump(ast.Module([Rename().visit(copy.deepcopy(x)) for x in body], []))
 
 
-def _require_done():
-    import ast
+def _require_done(subject):
+    """util.py defines SHARED, and it computes the helper on hidden inputs."""
     defs = [n for n in tree(f"{PKG}/util.py").body if isinstance(n, ast.FunctionDef)]
     assert any(d.name == SHARED for d in defs), f"{PKG}/util.py does not define {SHARED}"
+    for args, want in HELPER_CASES:
+        got = outcome(subject, f"{PKG}.util:{SHARED}", *args)
+        assert same(got, want), f"util.{SHARED}{args!r} returned {got!r}, expected {want!r}"
 
 
-def test_single_definition():
-    """No module but util.py defines a function with the helper's body."""
-    _require_done()
-    import ast
-    ref = [_body(n) for n in tree(f"{PKG}/util.py").body
-           if isinstance(n, ast.FunctionDef) and n.name == SHARED][0]
-    copies = []
-    for rel in py_files(PKG):
-        if rel == f"{PKG}/util.py":
-            continue
-        for node in ast.walk(tree(rel)):
-            if isinstance(node, ast.FunctionDef) and (_body(node) == ref or node.name in COPY_NAMES):
-                copies.append(f"{rel}:{node.name}")
-    assert not copies, f"copies of the helper remain: {copies}"
+def test_shared_helper(subject):
+    """The helper is defined once, in util.py, and works."""
+    _require_done(subject)
 
 
-def test_modules_use_shared_helper():
-    """Every module that had a copy now refers to the shared helper."""
-    _require_done()
-    import ast
-
-    def uses(rel):
-        for n in ast.walk(tree(rel)):
-            if (isinstance(n, ast.Name) and n.id == SHARED) or (
-                    isinstance(n, ast.Attribute) and n.attr == SHARED):
-                return True
-        return False
-    missing = [m for m in MODULES if not uses(f"{PKG}/{m}.py")]
-    assert not missing, f"these modules do not use {SHARED}: {missing}"
+def check_module(subject, mod, pub, cases):
+    _require_done(subject)
+    ref = _norm(ast.parse(HELPER_SRC).body[0])
+    rel = f"{PKG}/{mod}.py"
+    for node in ast.walk(tree(rel)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            name = getattr(node, "name", "<lambda>")
+            assert name not in COPY_NAMES and _norm(node) != ref, \\
+                f"{rel}:{name} is still a copy of the helper"
+    subject.define(HELPERS)
+    for args, want in cases:
+        got = subject.call("__ceiling__:routed", f"{PKG}.{mod}", pub, f"{PKG}.util", SHARED,
+                           TOKEN, list(args))
+        assert same(got, (mod, TOKEN)), f"{mod}.{pub} does not call {PKG}.util.{SHARED}"
+        got = outcome(subject, f"{PKG}.{mod}:{pub}", *args)
+        assert same(got, want), f"{mod}.{pub}{args!r} returned {got!r}, expected {want!r}"
 '''
 
 
@@ -98,6 +117,7 @@ class RemoveDuplication(Template):
         before = {f"{pkg}/__init__.py": f'"""{pkg}: regional report builders."""\n'}
         after = dict(before)
         copy_names: list[str] = []
+        pubs: list[str] = []
         calls = []
         doc_line = helper.source.splitlines()[1]
         for i, m in enumerate(mods):
@@ -115,6 +135,7 @@ class RemoveDuplication(Template):
             after[f"{pkg}/{m}.py"] = module_text(f"{m.capitalize()} reports.",
                                                  [f"from .util import {shared}"],
                                                  [use.replace("CALL", shared)])
+            pubs.append(pub)
             calls += [(f"{pkg}.{m}", pub, c) for c in helper.cases[:2]]
         util_doc = "Shared helpers of the package."
         infeasible = variant == "infeasible"
@@ -127,10 +148,21 @@ class RemoveDuplication(Template):
         results = call_all(before, calls)
         tname = f"tests/test_{pkg}.py"
         workspace = {**before, tname: visible_test(pkg, calls[:4], results[:4])}
-        hidden = (_kit.TEST_PRELUDE + SOURCE_HELPERS
-                  + f"\nPKG, SHARED = {pkg!r}, {shared!r}\nMODULES = {mods!r}\n"
+        hidden_calls = [(f"{pkg}.{m}", pub, c) for m, pub in zip(mods, pubs, strict=True)
+                        for c in helper.cases]
+        hidden_res = call_all(before, hidden_calls)
+        token = f"token-{rng.getrandbits(64):016x}"
+        hidden = (_kit.TEST_PRELUDE + f"\nHELPERS = {SUBJECT_HELPERS!r}\n"
+                  + f"\nPKG, SHARED, TOKEN = {pkg!r}, {shared!r}, {token!r}\n"
                   + f"COPY_NAMES = {sorted(set(copy_names) - {shared})!r}\n"
-                  + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
+                  + f"HELPER_SRC = {helper.source!r}\n"
+                  + f"HELPER_CASES = {[(c, _run(helper.source, '_helper', c)) for c in helper.cases]!r}\n"
+                  + _CHECKS)
+        for i, (m, pub) in enumerate(zip(mods, pubs, strict=True)):
+            cases = [(c, r) for (mm, _, c), r in zip(hidden_calls, hidden_res) if mm == f"{pkg}.{m}"]
+            hidden += (f"\n\ndef test_module_{i}(subject):\n"
+                       f'    """{m}: no copy left, calls the shared helper, same results."""\n'
+                       f"    check_module(subject, {m!r}, {pub!r}, {cases!r})\n")
         fault, chmod = _kit.fault_for(rng, variant, f"{pkg}/{mods[0]}.py")
         where = ("the private helpers " + ", ".join(f"`{c}`" for c in copy_names[:3])
                  + (", ..." if len(copy_names) > 3 else "") + " (one per module, same body)"

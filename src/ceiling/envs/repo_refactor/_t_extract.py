@@ -2,9 +2,12 @@
 
 Each host function computes a value inline and then formats a report line. The agent
 extracts the computation into a new function with the name and parameters the
-instruction gives, and makes the host call it. The hidden tests check the new function's
-signature and results, that the host calls it and no longer contains the inlined
-statements (compared by AST), and replay every host.
+instruction gives, and makes the host call it. The hidden tests (in the grader; workspace
+code runs only in the ``subject``) check the new function by behaviour — called
+positionally and by its parameter names it returns the inline computation's results —,
+that the host calls it (run in the subject with the new function swapped for a stand-in
+that returns a secret token, the host's line must carry the token) and no longer contains
+the inlined statements (AST of the file, read as data), and replay every host.
 Train: hosts are module-level functions. Held out: hosts are methods of report classes
 (``Report.line(self, ...)``); the new function is still module-level. Difficulty = number
 of extractions (1; 3; 10–12 across modules, > 30 steps). Infeasible: the requested name
@@ -19,43 +22,32 @@ from ...cards import TaskCard
 from .._registry import Template, Variant, register
 from . import _kit
 from ._recipes import FnSpec, _run, draw
-from ._repo import SOURCE_HELPERS, module_text
+from ._repo import SUBJECT_HELPERS, module_text
 
 SIZES = {1: (1, 1, 1), 2: (3, 3, 2), 3: (10, 12, 5)}
 
 _CHECKS = '''
 
-def _resolve(mod, path):
-    import importlib
-    obj = importlib.import_module(f"{PKG}.{mod}")
-    if "." in path:
-        cls, meth = path.split(".")
-        return getattr(getattr(obj, cls)(), meth)
-    return getattr(obj, path)
-
-
-def _require_done():
-    import importlib
-    import inspect
+def _require_done(subject):
+    """Each new function exists and takes exactly its parameters, by name and in order."""
     for mod, host, new, params, _stmts, _expr in EXTRACTS:
-        fn = getattr(importlib.import_module(f"{PKG}.{mod}"), new, None)
-        assert callable(fn), f"{PKG}.{mod}.{new} does not exist"
-        got = list(inspect.signature(fn).parameters)
-        assert got == params, f"{new} takes {got}, expected {params}"
+        args, want = FIRST[new]
+        got = outcome(subject, f"{PKG}.{mod}:{new}", **dict(zip(params, args)))
+        assert same(got, want), f"{new}(**{dict(zip(params, args))!r}) returned {got!r}"
 
 
-def test_new_functions():
+def test_new_functions(subject):
     """Each extracted function returns what the inline computation produced."""
-    _require_done()
+    _require_done(subject)
     for mod, new, args, want in NEW_CASES:
-        got = _resolve(mod, new)(*args)
+        got = outcome(subject, f"{PKG}.{mod}:{new}", *args)
         assert same(got, want), f"{new}{args!r} returned {got!r}, expected {want!r}"
 
 
-def test_hosts_delegate():
+def test_hosts_delegate(subject):
     """Each host calls its new function and no longer inlines the computation."""
-    _require_done()
-    import ast
+    _require_done(subject)
+    subject.define(HELPERS)
     for mod, host, new, _params, stmts, expr in EXTRACTS:
         node = None
         scope = tree(f"{PKG}/{mod}.py")
@@ -66,19 +58,21 @@ def test_hosts_delegate():
             if isinstance(n, ast.FunctionDef) and n.name == host.split(".")[-1]:
                 node = n
         assert node is not None, f"{host} is missing from {PKG}/{mod}.py"
-        calls = [c for c in ast.walk(node) if isinstance(c, ast.Call) and (
-            getattr(c.func, "id", None) == new or getattr(c.func, "attr", None) == new)]
-        assert calls, f"{host} does not call {new}"
         dumps = {ast.dump(n) for n in ast.walk(node)}
         left = [s for s in stmts if s in dumps] + ([expr] if expr in dumps else [])
         assert not left, f"{host} still contains the inlined computation"
+        args = [*FIRST[new][0], "total"]
+        got = subject.call("__ceiling__:routed", f"{PKG}.{mod}", host, f"{PKG}.{mod}", new,
+                           TOKEN, args)
+        assert got == f"total: {TOKEN}", f"{host} does not call {new}"
 
 
-def test_hosts_unchanged():
+def test_hosts_unchanged(subject):
     """Every host returns exactly the same report line as before."""
-    _require_done()
+    _require_done(subject)
+    subject.define(HELPERS)
     for mod, host, args, want in HOST_CASES:
-        got = _resolve(mod, host)(*args)
+        got = outcome(subject, "__ceiling__:call_path", f"{PKG}.{mod}", host, list(args))
         assert same(got, want), f"{host}{args!r} returned {got!r}, expected {want!r}"
 '''
 
@@ -187,7 +181,10 @@ class ExtractFunction(Template):
                     f"    assert {pkg}.{mod}.{new}(*{taken_fn.cases[0]!r}) == {want!r}"]
             reason = (f"`{new}` already exists in {pkg}/{mod}.py with different parameters, and "
                       f"the protected visible tests still call it: the name cannot be reused")
-        hidden = (_kit.TEST_PRELUDE + SOURCE_HELPERS + f"\nPKG = {pkg!r}\n"
+        first = {new: (args, want) for _, new, args, want in reversed(new_cases)}
+        token = f"token-{rng.getrandbits(64):016x}"
+        hidden = (_kit.TEST_PRELUDE + f"\nHELPERS = {SUBJECT_HELPERS!r}\n"
+                  + f"\nPKG, TOKEN = {pkg!r}, {token!r}\nFIRST = {first!r}\n"
                   + f"EXTRACTS = {extracts!r}\nNEW_CASES = {new_cases!r}\n"
                   + f"HOST_CASES = {host_cases!r}\n" + _CHECKS)
         workspace = {**before, tname: "\n".join(vis) + "\n"}

@@ -1,8 +1,13 @@
 """Template ``repo_refactor/make-fast``: make slow functions fast, measured by counting calls.
 
 Each slow function takes a list of items and an expensive scoring callable and calls it
-O(n²) times. The hidden tests pass a *counting* scorer and require at most one call per
-item, plus exact results (ties keep input order) — speed is never measured with a clock.
+O(n²) times. The hidden tests run each function in the grader's subject with a scorer made
+by ``subject.remote``: every call goes back to the grader, which counts it and answers from
+a score table the workspace never sees (drawn from the card's secret-keyed rng, on inputs
+other than the visible tests'), so the count cannot be reset or skipped from the
+workspace and the scores cannot be recomputed without calling the scorer. They require at
+most one call per item, plus exact results (ties keep input order) — speed is never
+measured with a clock.
 Train: the scorer is a plain callable ``score(item)``; held out: it is a method of a
 catalogue object (``source.weight(item)``). Difficulty = number of slow functions
 (1; 3; 10–12 across modules). Infeasible: the instruction demands fewer scorer calls than
@@ -135,29 +140,43 @@ def _expected(fast_src: str, name: str, items: list[str], table: dict[str, int],
 
 _HEAD = '''
 
-class _Counter:
-    def __init__(self, table):
-        self.table, self.calls = table, 0
+RUNNER = """
+import importlib
 
-    def __call__(self, item):
-        self.calls += 1
-        return self.table[item]
+
+class _Source:
+    def __init__(self, score):
+        self._score = score
 
     def weight(self, item):
-        return self(item)
+        return self._score(item)
 
 
-def check(mod, fn, cases, max_calls):
-    import importlib
+def run(mod, fn, items, score, extra, method):
     func = getattr(importlib.import_module(mod), fn)
+    return func(list(items), _Source(score) if method else score, *extra)
+"""
+
+
+def check(subject, mod, fn, cases, max_calls):
+    """Each case: the result is exact and the remote scorer was called at most
+    max_calls(len(items)) times (the scorer stops answering past the limit)."""
+    subject.define(RUNNER)
     for items, table, extra, want in cases:
-        counter = _Counter(table)
-        got = func(list(items), counter, *extra)
-        assert same(got, want), f"{fn}: returned {got!r}, expected {want!r}"
         limit = max_calls(len(items))
-        assert counter.calls <= limit, (
-            f"{fn} called the scorer {counter.calls} times for {len(items)} items "
-            f"(allowed: {limit})")
+        seen = []
+
+        def score(item):
+            seen.append(item)
+            if len(seen) > limit:
+                raise RuntimeError(f"scorer called more than {limit} times")
+            return table[item]
+
+        got = outcome(subject, "__ceiling__:run", mod, fn, items, subject.remote(score),
+                      list(extra), METHOD)
+        assert len(seen) <= limit, (
+            f"{fn} called the scorer more than {limit} times for {len(items)} items")
+        assert same(got, want), f"{fn}: returned {got!r}, expected {want!r}"
 '''
 
 
@@ -198,7 +217,9 @@ class MakeFast(Template):
             for n, a in mine:
                 fast = _style(ALGOS[a][1], heldout).replace("NAME", n)
                 cases = []
-                for size in (rng.randint(4, 7), rng.randint(25, 40)):
+                # the first case is shown in the visible tests; the hidden tests use the
+                # other two (fresh items and scores)
+                for size in (rng.randint(4, 7), rng.randint(4, 7), rng.randint(25, 40)):
                     items = rng.sample(WORDS, min(size, len(WORDS))) if size <= len(WORDS) else []
                     if size > len(WORDS):
                         items = [f"{rng.choice(WORDS)}-{i}" for i in range(size)]
@@ -206,12 +227,14 @@ class MakeFast(Template):
                     extra = _extra(a, rng, list(table.values()))
                     cases.append((items, table, extra,
                                   _expected(fast, n, items, table, extra, heldout)))
-                hidden_cases.append(f"\n\ndef test_fast_{n}():\n"
-                                    f"    check({f'{pkg}.{mod}'!r}, {n!r}, {cases!r}, LIMIT)\n")
+                hidden_cases.append(f"\n\ndef test_fast_{n}(subject):\n"
+                                    f"    check(subject, {f'{pkg}.{mod}'!r}, {n!r}, "
+                                    f"{cases[1:]!r}, LIMIT)\n")
                 items, table, extra, want = cases[0]
                 vis_lines.append((mod, n, items, table, extra, want))
         limit = "lambda n: n // 2" if infeasible else "lambda n: n"
-        hidden = _kit.TEST_PRELUDE + _HEAD + f"\n\nLIMIT = {limit}\n" + "".join(hidden_cases)
+        hidden = (_kit.TEST_PRELUDE + _HEAD + f"\n\nLIMIT = {limit}\nMETHOD = {heldout!r}\n"
+                  + "".join(hidden_cases))
         tname = f"tests/test_{pkg}.py"
         vis = [f'"""Correctness tests for {pkg}. Run: python3 -m pytest -q tests"""',
                "import pathlib", "import sys", "",

@@ -15,31 +15,46 @@ from ...cards import TaskCard
 from .._registry import Template, Variant, register
 from . import _kit
 from ._callers import build, render
-from ._repo import BEHAVIOUR, SOURCE_HELPERS, call_all, cases_literal, visible_test
+from ._repo import BEHAVIOUR, SUBJECT_HELPERS, call_all, cases_literal, visible_test
 
 _CHECKS = '''
 
-def _require_done():
-    import importlib
-    core = importlib.import_module(f"{PKG}.{CORE}")
-    fn = getattr(core, NEW, None)
-    assert callable(fn) and getattr(fn, "__name__", None) == NEW, f"{CORE}.{NEW} is not defined"
+def _require_done(subject):
+    defs = {n.name for n in tree(f"{PKG}/{CORE}.py").body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assert NEW in defs, f"{PKG}/{CORE}.py does not define {NEW}"
 
 
-def test_renamed_with_alias():
-    """NEW is the function's real name; OLD survives only as an alias of it."""
-    _require_done()
-    import importlib
-    core = importlib.import_module(f"{PKG}.{CORE}")
-    api = importlib.import_module(f"{PKG}.api")
-    assert getattr(core, OLD) is getattr(core, NEW), f"{CORE}.{OLD} must be an alias of {NEW}"
-    assert getattr(api, OLD) is getattr(core, NEW)
+def test_renamed_with_alias(subject):
+    """NEW is defined in the core module, OLD survives only as the alias `OLD = NEW`, and
+    NEW, the alias and the public API's OLD all compute the function on hidden inputs."""
+    _require_done(subject)
+    binds = []
+    for node in tree(f"{PKG}/{CORE}.py").body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == OLD for t in targets):
+                binds.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                               ast.Import, ast.ImportFrom)):
+            names = [a.asname or a.name for a in getattr(node, "names", [])]
+            assert getattr(node, "name", None) != OLD and OLD not in names, f"{OLD} is redefined"
+    assert len(binds) == 1 and isinstance(binds[0], ast.Assign) \\
+        and isinstance(binds[0].value, ast.Name) and binds[0].value.id == NEW, \\
+        f"{CORE}.{OLD} must be the one-line alias {OLD} = {NEW}"
+    subject.define(HELPERS)
+    same_ = subject.call("__ceiling__:same_objects", [((f"{PKG}.{CORE}", OLD), (f"{PKG}.{CORE}", NEW)),
+                                                     ((f"{PKG}.api", OLD), (f"{PKG}.{CORE}", NEW))])
+    assert same_ == [True, True], f"{OLD} is not the very object {NEW}"
+    for target in (f"{PKG}.{CORE}:{NEW}", f"{PKG}.{CORE}:{OLD}", f"{PKG}.api:{OLD}"):
+        for args, want in TARGET_CASES:
+            got = outcome(subject, target, *args)
+            assert same(got, want), f"{target}{args!r} returned {got!r}, expected {want!r}"
 
 
-def test_no_old_references():
+def test_no_old_references(subject):
     """No module but the alias line in the core module still uses the old name."""
-    _require_done()
-    import ast
+    _require_done(subject)
     bad = []
     for rel in py_files(PKG):
         if rel.endswith("api.py"):
@@ -92,8 +107,10 @@ class RenameSymbol(Template):
         if variant == "infeasible":
             ghost = _kit.ident(rng, set(repo.labels) | {old, new, *[o.name for o in repo.others]})
         asked = ghost or old
-        hidden = (_kit.TEST_PRELUDE + SOURCE_HELPERS
+        target_cases = [(c, r) for (m, f, c), r in zip(calls, results) if m.endswith(".api")]
+        hidden = (_kit.TEST_PRELUDE + f"\nHELPERS = {SUBJECT_HELPERS!r}\n"
                   + f"\nPKG, CORE, OLD, NEW = {repo.pkg!r}, {repo.core!r}, {asked!r}, {new!r}\n"
+                  + f"TARGET_CASES = {target_cases!r}\n"
                   + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
         fault, chmod = _kit.fault_for(rng, variant, f"{repo.pkg}/{repo.core}.py")
         changed = {p: t for p, t in after.items() if before.get(p) != t}

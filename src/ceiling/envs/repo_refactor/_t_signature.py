@@ -3,9 +3,13 @@ update every caller.
 
 Train: reorder the positional parameters (a permutation given in the instruction).
 Held out: make every parameter keyword-only (``def f(*, a, b)``), so each call site must
-name its arguments. The hidden tests check the new signature with ``inspect`` and replay
-every caller on the generated cases, so a caller that was not updated (arguments now in the
-wrong order, or positional) fails. Difficulty = number of caller modules (2–3, 6–9, 16–22).
+name its arguments. The hidden tests check behaviour only, in the grader's subject: the core
+function (and the public API's name for it) called with the NEW convention returns the
+original results on hidden inputs, and the OLD convention fails as specified (reordered:
+old-order positional arguments are read in the new order; keyword-only: a positional call
+raises ``TypeError``), so an unchanged function with a forged ``__signature__`` fails. Every
+caller is replayed too (an un-updated caller passes arguments in the wrong order, or
+positionally). Difficulty = number of caller modules (2–3, 6–9, 16–22).
 Infeasible: the requested new signature drops a parameter the function needs.
 """
 
@@ -22,19 +26,28 @@ from ._repo import BEHAVIOUR, call_all, cases_literal, visible_test
 
 _CHECKS = '''
 
-def _require_done():
-    import importlib
-    import inspect
-    core = importlib.import_module(f"{PKG}.{CORE}")
-    sig = inspect.signature(getattr(core, FN))
-    got = [(p.name, p.kind.name) for p in sig.parameters.values()]
-    assert got == WANT, f"signature of {CORE}.{FN} is {got}, expected {WANT}"
+def _require_done(subject):
+    """The core function follows the new calling convention and rejects the old one."""
+    for target in (f"{PKG}.{CORE}:{FN}", f"{PKG}.api:{FN}"):
+        for args, kwargs, want in NEW_CALLS:
+            got = outcome(subject, target, *args, **kwargs)
+            assert same(got, want), (f"new convention: {FN}(*{args!r}, **{kwargs!r}) returned "
+                                     f"{got!r}, expected {want!r}")
+        for args, want in OLD_CALLS:
+            got = outcome(subject, target, *args)
+            assert same(got, want), (f"old convention: {FN}{args!r} returned {got!r}, expected "
+                                     f"{want!r}")
 
 
-def test_signature():
-    """The core function has exactly the requested parameters, kinds and order."""
-    _require_done()
+def test_signature(subject):
+    """Calls with the requested signature give the original results; the old way fails."""
+    _require_done(subject)
 '''
+
+
+def _order(case: tuple, params: tuple[str, ...], new: tuple[str, ...]) -> tuple:
+    """The arguments of ``case`` (given in the order of ``params``) in the order ``new``."""
+    return tuple(case[params.index(p)] for p in new)
 
 
 def _permute(rng: random.Random, params: tuple[str, ...]) -> tuple[str, ...]:
@@ -66,10 +79,13 @@ class ChangeSignature(Template):
             new_header = (f"def {t.name}(*, {', '.join(new)}):" if kwonly
                           else f"def {t.name}({', '.join(new)}):")
             new_src = t.source.replace(header, new_header)
-            # a caller left unchanged must be caught: with old-order positional arguments
-            # the new function must misbehave on at least one case
-            if kwonly or any(repr(_run(new_src, t.name, c)) != repr(_run(t.source, t.name, c))
-                             for c in t.cases[:3]):
+            # a caller left unchanged must be caught (with old-order positional arguments the
+            # new function misbehaves on a replayed case), and so must an unchanged function
+            # (called in the new order it misbehaves on a hidden case)
+            if kwonly or (any(repr(_run(new_src, t.name, c)) != repr(_run(t.source, t.name, c))
+                              for c in t.cases[:3])
+                          and any(repr(_run(t.source, t.name, _order(c, t.params, new)))
+                                  != repr(_run(t.source, t.name, c)) for c in t.cases)):
                 break
         kinds = "KEYWORD_ONLY" if kwonly else "POSITIONAL_OR_KEYWORD"
         want = [(p, kinds) for p in new]
@@ -86,12 +102,23 @@ class ChangeSignature(Template):
         if infeasible:
             dropped = rng.choice(t.params)
             want = [(p, kinds) for p in new if p != dropped]
+        shown = [p for p, _ in want]
+        new_calls, old_calls = [], []
+        for c in t.cases:
+            orig = _run(t.source, t.name, c)
+            named = dict(zip(t.params, c, strict=True))
+            if kwonly:
+                new_calls.append(((), {p: named[p] for p in shown}, orig))
+                old_calls.append((tuple(c), "<TypeError>"))
+            else:
+                new_calls.append((tuple(named[p] for p in shown), {}, orig))
+                old_calls.append((tuple(c), _run(new_src, t.name, c)))
         hidden = (_kit.TEST_PRELUDE
                   + f"\nPKG, CORE, FN = {repo.pkg!r}, {repo.core!r}, {t.name!r}\n"
-                  + f"WANT = {want!r}\n" + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
+                  + f"NEW_CALLS = {new_calls!r}\nOLD_CALLS = {old_calls!r}\n"
+                  + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
         fault, chmod = _kit.fault_for(rng, variant, f"{repo.pkg}/{repo.core}.py")
         changed = {p: x for p, x in after.items() if before.get(p) != x}
-        shown = [p for p, _ in want]
         sig = (f"{t.name}(*, {', '.join(shown)})" if kwonly
                else f"{t.name}({', '.join(shown)})")
         extra = (" Every parameter becomes keyword-only, so every call must name its "

@@ -3,8 +3,9 @@
 ``pkg/<big>.py`` holds every function; the agent moves each group into its own module
 ``pkg/<group>.py`` and leaves ``<big>.py`` as a thin compatibility layer that re-exports
 them (``pkg/api.py`` imports from it and is protected). The hidden tests check where each
-function is *defined* (``__module__`` and the AST), that the old module defines nothing
-itself and re-exports the very same objects, and replay every function.
+function is *defined* (the AST of the files, read as data; ``__module__`` in the subject),
+that the old module defines nothing itself and re-exports the very same objects (asked in
+the grader's subject), and replay every function there.
 Train: the groups are listed in the instruction. Held out: the groups are only marked by
 ``# == section: NAME ==`` comments in the file. Difficulty = groups × functions
 (2 × 2–3; 3–4 × 3; 6–7 × 4–5, > 30 steps). Infeasible: one function to move does not exist.
@@ -20,7 +21,7 @@ from . import _kit
 from ._recipes import FnSpec, _run, draw
 from ._repo import (
     BEHAVIOUR,
-    SOURCE_HELPERS,
+    SUBJECT_HELPERS,
     call_all,
     cases_literal,
     module_text,
@@ -31,36 +32,33 @@ SIZES = {1: ((2, 2), (2, 3)), 2: ((3, 4), (3, 3)), 3: ((6, 7), (4, 5))}
 
 _CHECKS = '''
 
-def _require_done():
+def _require_done(subject):
     for group in GROUPS:
-        assert os.path.isfile(os.path.join(WS, PKG, group + ".py")), f"{PKG}/{group}.py is missing"
+        source(f"{PKG}/{group}.py")  # exists, and is a regular file
 
 
-def test_functions_moved():
+def test_functions_moved(subject):
     """Each function is defined in its group's module and nowhere else."""
-    _require_done()
-    import ast
-    import importlib
+    _require_done(subject)
+    subject.define(HELPERS)
     for group, names in GROUPS.items():
-        mod = importlib.import_module(f"{PKG}.{group}")
         defined = {n.name for n in tree(f"{PKG}/{group}.py").body if isinstance(n, ast.FunctionDef)}
         for name in names:
             assert name in defined, f"{name} is not defined in {PKG}/{group}.py"
-            assert getattr(mod, name).__module__ == f"{PKG}.{group}"
+            got = subject.call("__ceiling__:module_of", f"{PKG}.{group}", name)
+            assert got == f"{PKG}.{group}", f"{group}.{name} comes from {got!r}"
 
 
-def test_old_module_reexports():
+def test_old_module_reexports(subject):
     """The old module defines no function itself and re-exports the same objects."""
-    _require_done()
-    import ast
-    import importlib
+    _require_done(subject)
     defs = [n.name for n in ast.walk(tree(f"{PKG}/{BIG}.py")) if isinstance(n, ast.FunctionDef)]
     assert not defs, f"{PKG}/{BIG}.py still defines {defs}"
-    big = importlib.import_module(f"{PKG}.{BIG}")
-    for group, names in GROUPS.items():
-        mod = importlib.import_module(f"{PKG}.{group}")
-        for name in names:
-            assert getattr(big, name) is getattr(mod, name), f"{BIG}.{name} is not {group}.{name}"
+    subject.define(HELPERS)
+    pairs = [((f"{PKG}.{BIG}", n), (f"{PKG}.{g}", n)) for g, names in GROUPS.items() for n in names]
+    got = subject.call("__ceiling__:same_objects", pairs)
+    bad = [p[0][1] for p, ok in zip(pairs, got) if ok is not True]
+    assert not bad, f"{BIG} does not re-export the new modules' objects: {bad}"
 '''
 
 
@@ -123,7 +121,7 @@ class SplitModule(Template):
             ghost = _kit.ident(rng, taken)
             g0 = next(iter(group_names))
             group_names = {**group_names, g0: [*group_names[g0], ghost]}
-        hidden = (_kit.TEST_PRELUDE + SOURCE_HELPERS
+        hidden = (_kit.TEST_PRELUDE + f"\nHELPERS = {SUBJECT_HELPERS!r}\n"
                   + f"\nPKG, BIG = {pkg!r}, {big!r}\nGROUPS = {group_names!r}\n"
                   + cases_literal(calls, results) + _CHECKS + BEHAVIOUR)
         fault, chmod = _kit.fault_for(rng, variant, f"{pkg}/{big}.py")

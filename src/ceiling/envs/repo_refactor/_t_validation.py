@@ -4,7 +4,9 @@ The instruction lists, per function, the rules its parameters must satisfy (non-
 lists, positive integers, percentages in [0, 100], non-negative amounts, non-zero
 divisors, ordered bounds). The agent adds checks that raise ``ValueError`` naming the
 parameter; valid inputs must behave exactly as before. The hidden tests call every function
-with each kind of invalid value (and with valid ones).
+in the grader's subject with each kind of invalid value (a trusted probe reports whether the
+raised exception is a ``ValueError``, its class name and its message, as plain data) and
+with valid ones.
 Train: plain ``ValueError``. Held out: the package's own ``errors.InvalidInput`` (a
 ``ValueError`` subclass in ``pkg/errors.py``) must be raised. Difficulty = number of
 functions (1–2; 4–5; 12–14 across modules, > 30 steps). Infeasible: the rules reject an
@@ -38,25 +40,32 @@ PARAM_RULES = {"values": "list", "prices": "list", "quantities": "list", "width"
 SIZES = {1: (1, 2, 1), 2: (4, 5, 2), 3: (12, 14, 5)}
 
 _CHECKS = '''
+PROBE = """
 import importlib
 
-import pytest
+
+def probe(mod, fn, args):
+    try:
+        getattr(importlib.import_module(mod), fn)(*args)
+    except Exception as exc:
+        return {"raised": True, "value_error": isinstance(exc, ValueError),
+                "type": type(exc).__name__, "message": str(exc)}
+    return {"raised": False}
+"""
 
 
-def check(mod, fn, bad, good):
-    func = getattr(importlib.import_module(f"{PKG}.{mod}"), fn)
+def check(subject, mod, fn, bad, good):
+    subject.define(PROBE)
     for args, param in bad:
-        try:
-            func(*args)
-        except Exception as exc:  # noqa: BLE001
-            assert isinstance(exc, ValueError), f"{fn}{args!r} raised {type(exc).__name__}, not ValueError"
-            if ERROR != "ValueError":
-                assert type(exc).__name__ == ERROR, f"{fn}{args!r} raised {type(exc).__name__}, not {ERROR}"
-            assert param in str(exc), f"{fn}{args!r}: the message {str(exc)!r} does not name {param!r}"
-        else:
-            pytest.fail(f"{fn}{args!r} accepted invalid {param!r}")
+        got = subject.call("__ceiling__:probe", f"{PKG}.{mod}", fn, list(args))
+        assert got["raised"], f"{fn}{args!r} accepted invalid {param!r}"
+        assert got["value_error"], f"{fn}{args!r} raised {got['type']}, not ValueError"
+        if ERROR != "ValueError":
+            assert got["type"] == ERROR, f"{fn}{args!r} raised {got['type']}, not {ERROR}"
+        assert type(got["message"]) is str and param in got["message"], (
+            f"{fn}{args!r}: the message {got['message']!r} does not name {param!r}")
     for args, want in good:
-        got = func(*args)
+        got = outcome(subject, f"{PKG}.{mod}:{fn}", *args)
         assert same(got, want), f"{fn}{args!r} returned {got!r}, expected {want!r}"
 '''
 
@@ -154,8 +163,8 @@ class AddValidation(Template):
                 raise RuntimeError(f"add-validation: {s.name} already rejects every bad input")
             k += len(bad)
             good = [(c, res) for (mm, f, c), res in zip(good_calls, good_res) if f == s.name]
-            tests.append(f"\n\ndef test_validates_{s.name}():\n"
-                         f"    check({m!r}, {s.name!r}, {bad!r}, {good!r})\n")
+            tests.append(f"\n\ndef test_validates_{s.name}(subject):\n"
+                         f"    check(subject, {m!r}, {s.name!r}, {bad!r}, {good!r})\n")
         hidden = (_kit.TEST_PRELUDE + f"\nPKG, ERROR = {pkg!r}, {error!r}\n" + _CHECKS
                   + "".join(tests))
         tname = f"tests/test_{pkg}.py"
