@@ -45,8 +45,9 @@ def _check_backend(backend: str) -> None:
 @envs_app.command("validate")
 def validate_cmd(
     target: Annotated[str, typer.Argument(help="a family, a template id, a card folder or a folder of card folders")],
-    n: Annotated[int, typer.Option("--n", min=1, help="cards to generate (ignored for a "
-                                   "folder)")] = 20,
+    n: Annotated[int | None, typer.Option("--n", min=1, help="cards to generate (default "
+                                          "20); for a folder of card folders, check only "
+                                          "the first N (default: all)")] = None,
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="oracle runs per card "
                                          "(flakiness check)")] = 2,
     exploits: Annotated[int, typer.Option("--exploits", min=0, help="exploits per card, "
@@ -57,14 +58,17 @@ def validate_cmd(
 ) -> None:
     """Oracle solves every card, null solves none, exploits earn <= 0, oracle is stable.
 
-    Flaky cards are added to $CEILING_HOME/quarantine.json. Exits 1 when a check fails.
+    A folder of card folders is checked whole unless --n limits it (the report then says
+    how many of how many). Cards graded in-process are listed. Flaky cards are added to
+    $CEILING_HOME/quarantine.json. Exits 1 when a check fails.
 
     Example: ceiling envs validate terminal_ops --n 200 --json
     """
     from ..sandbox import ceiling_home
-    from ..verify._validate import cards_for, validate
+    from ..verify._validate import card_folders, cards_for, validate
 
     _check_backend(backend)
+    folders = card_folders(target)
     cards = cards_for(target, n)
     total = len(cards) * (repeats + 1 + exploits)
     with _progress(total, f"validate {target}") as adv:
@@ -72,16 +76,27 @@ def validate_cmd(
                        workers=workers, progress=adv,
                        quarantine=ceiling_home() / "quarantine.json")
     rep["target"] = target
+    if folders is not None:
+        rep["folder_cards"] = len(folders)
+        rep["scope"] = (f"all {len(folders)} card folders" if len(cards) == len(folders) else
+                        f"the first {len(cards)} of {len(folders)} card folders (--n {n})")
     if as_json:
         _emit(rep)
     else:
         c = rep["cards"]
-        lines = [f"validate {target}: {c} cards on backend {backend} ({rep['seconds']} s)",
+        scope = f" ({rep['scope']})" if "scope" in rep else ""
+        lines = [(f"validate {target}: {c} cards{scope} on backend {backend} "
+                 f"({rep['seconds']} s)"),
                  f"  oracle solved {rep['oracle_solved']}/{c}",
                  f"  null solved   {rep['null_solved']}/{c}",
                  (f"  exploit max reward {rep['exploit_max_reward']} over "
                  f"{rep['exploit_runs']} runs"),
                  f"  flaky {len(rep['flaky'])}  infra errors {len(rep['infra_errors'])}"]
+        if rep["in_process"]:
+            lines.append(f"  in-process grading (workspace code shares the test process; "
+                         f"hardened, not separated): {len(rep['in_process'])}/{c} cards: "
+                         + ", ".join(rep["in_process"][:10])
+                         + (" ..." if len(rep["in_process"]) > 10 else ""))
         lines += [f"  ! {f['card']} {f['plan']}: {f['outcome']} {f['reward']} "
                   f"{'; '.join(f['evidence'][:2])[:200]}" for f in rep["failures"][:15]]
         lines += [f"  ! infra {i['card']}: {'; '.join(i['evidence'])[:200]}"
@@ -99,11 +114,14 @@ def redteam_cmd(
     n: Annotated[int, typer.Option("--n", min=1, help="cards per template")] = 1,
     exploit: Annotated[list[str] | None, typer.Option("--exploit", help="run only this "
                                                       "exploit (repeatable)")] = None,
+    klass: Annotated[list[str] | None, typer.Option("--class", help="run only the exploits "
+                                                    "of this class (repeatable)")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
     backend: Backend = "namespace",
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
-    """Run every exploit against generated cards; print hack success per exploit.
+    """Run every exploit against generated cards (each on the cards it applies to); print
+    hack success per exploit and per attack class.
 
     Cards: n per template (variants rotate train, heldout, fault, infeasible). Exits 1 when
     any exploit earns a positive reward.
@@ -111,32 +129,47 @@ def redteam_cmd(
     Example: ceiling redteam --family terminal_ops --json
     """
     from ..envs import get_template, templates
-    from ..verify._validate import cards_for, redteam
+    from ..verify._validate import cards_for, redteam, redteam_jobs
+    from ..verify.exploits import CLASSES, EXPLOITS
 
     _check_backend(backend)
+    for k in klass or []:
+        if k not in CLASSES:
+            raise ConfigError(f"unknown exploit class {k!r}", where="--class",
+                              fix=f"use one of {sorted(CLASSES)}")
+    names = list(exploit or EXPLOITS)
+    if klass:
+        names = [x for x in names if x in EXPLOITS and EXPLOITS[x].exploit_class in klass]
     tmpls = [get_template(family)] if family and "/" in family else templates(family)
     cards = [c for t in tmpls for c in cards_for(t.template_id(), n)]
-    from ..verify.exploits import EXPLOITS
-
-    total = len(cards) * len(exploit or EXPLOITS)
+    total = len(redteam_jobs(cards, [x for x in names if x in EXPLOITS]))
     with _progress(total, "redteam") as adv:
-        rep = redteam(cards, backend=backend, workers=workers, exploits=exploit, progress=adv)
+        rep = redteam(cards, backend=backend, workers=workers, exploits=names, progress=adv)
     rep["families"] = sorted({t.family for t in tmpls})
     if as_json:
         _emit(rep)
     else:
-        out = [(f"redteam: {rep['cards']} cards x {len(rep['exploits'])} exploits, families "
-               f"{', '.join(rep['families'])}, backend {backend} ({rep['seconds']} s)"),
-               f"  {'exploit':24} {'runs':>5} {'positive':>8} {'max':>7}  outcomes"]
+        out = [(f"redteam: {rep['cards']} cards, {len(rep['exploits'])} exploits, {rep['runs']}"
+                f" runs, families {', '.join(rep['families'])}, backend {backend} "
+                f"({rep['seconds']} s)"),
+               f"  {'exploit':24} {'class':22} {'runs':>5} {'positive':>8} {'max':>7}  outcomes"]
         for name, row in rep["exploits"].items():
-            mx = "-" if row["max_reward"] is None else f"{row['max_reward']:.2f}"
-            oc = ", ".join(f"{k} {v}" for k, v in sorted(row["outcomes"].items()))
-            out.append(f"  {name:24} {row['runs']:>5} {row['positive']:>8} {mx:>7}  {oc}")
-        out.append(f"  positive total: {rep['positive_total']}")
+            out.append(f"  {name:24} {row['class']:22} " + _row_text(row))
+        out.append(f"  {'class':47} {'runs':>5} {'positive':>8} {'max':>7}  outcomes")
+        for cls, row in rep["classes"].items():
+            out.append(f"  {cls:47} " + _row_text(row))
+        out.append(f"  positive total: {rep['positive_total']}; expected -1 but not "
+                   f"hack_detected: {rep['tamper_missed_total']}")
         out += [f"  ! {p['plan']} on {p['card']}: {p['reward']}" for p in rep["positives"][:10]]
         sys.stdout.write("\n".join(out) + "\n")
     if rep["positive_total"]:
         raise typer.Exit(1)
+
+
+def _row_text(row: dict[str, Any]) -> str:
+    mx = "-" if row["max_reward"] is None else f"{row['max_reward']:.2f}"
+    oc = ", ".join(f"{k} {v}" for k, v in sorted(row["outcomes"].items()))
+    return f"{row['runs']:>5} {row['positive']:>8} {mx:>7}  {oc}"
 
 
 @bench_app.command("env")

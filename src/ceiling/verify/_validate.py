@@ -6,10 +6,16 @@
   none, exploits earn at most 0 (each card gets ``exploits_per_card`` exploits, rotating
   through the corpus so every exploit runs on many cards), and cards whose grader cannot
   run are reported as ``infra_error``.
-- :func:`redteam` runs every exploit on every card and tallies positive rewards.
+- :func:`redteam` runs every exploit on every card it applies to and tallies rewards per
+  plan and per attack class (``ceiling.verify.exploits.CLASSES``).
 
 Cards for a family or template are enumerated round-robin over templates, variants
 (train, heldout, fault, infeasible) and difficulties, with seed = index (:func:`cards_for`).
+A folder of card folders yields every card in it unless a limit is passed.
+
+Both reports list the cards graded *in-process* (``acceptance.runner`` ``inprocess`` /
+``sandbox``: pytest imports workspace code next to the recorder, hardened but not
+separated), so a user knows which numbers rest on that weaker boundary.
 """
 
 from __future__ import annotations
@@ -54,22 +60,34 @@ def run_plan(card: TaskCard, plan: Plan, *, backend: str = "namespace",
         env.close()
 
 
-def cards_for(target: str, n: int, *, variants: Sequence[str] | None = None) -> list[TaskCard]:
-    """``n`` cards for a card folder, a folder of card folders (the first ``n``), a template
-    id or a family name (see module doc)."""
+def card_folders(target: str) -> list[Path] | None:
+    """The card folders under ``target`` when it is a folder of card folders (sorted), else
+    None (a single card folder, a template id or a family)."""
+    path = Path(target)
+    if not path.is_dir() or (path / "task.yaml").exists():
+        return None
+    subs = sorted(p.parent for p in path.glob("*/task.yaml"))
+    if not subs:
+        raise ConfigError(f"{target!r} holds no card folders", where=target,
+                          fix="point at a card folder (with task.yaml) or a folder of them")
+    return subs
+
+
+def cards_for(target: str, n: int | None, *,
+              variants: Sequence[str] | None = None) -> list[TaskCard]:
+    """``n`` cards for a template id or a family name (see module doc); for a card folder,
+    that card; for a folder of card folders, every card in it (the first ``n`` when ``n``
+    is given). ``n`` None means 20 generated cards."""
     from ..cards import load_card
     from ..envs import VARIANTS, get_template, make, templates
 
     path = Path(target)
     if path.exists():
-        if path.is_dir() and not (path / "task.yaml").exists():
-            subs = sorted(p.parent for p in path.glob("*/task.yaml"))
-            if not subs:
-                raise ConfigError(f"{target!r} holds no card folders", where=target,
-                                  fix="point at a card folder (with task.yaml) or a folder "
-                                      "of them")
-            return [load_card(p) for p in subs[:n]]
+        subs = card_folders(target)
+        if subs is not None:
+            return [load_card(p) for p in (subs if n is None else subs[:n])]
         return [load_card(target)]
+    n = 20 if n is None else n
     if "/" in target:
         tmpls = [get_template(target)]
     else:
@@ -97,17 +115,34 @@ class Run:
     outcome: str
     reward: float
     evidence: list[str] = field(default_factory=list)
+    grading: str = ""  # the verdict's detail["grading"]: "host" | "in-process" | ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"card": self.card, "plan": self.plan, "outcome": self.outcome,
                 "reward": round(self.reward, 4), "evidence": self.evidence[:5]}
 
 
+INPROCESS_RUNNERS = ("inprocess", "sandbox")
+
+
 def _play(card: TaskCard, plan: Plan, backend: str, spec: RewardSpec | None) -> Run:
     v, _ = run_plan(card, plan, backend=backend, spec=spec)
     ev = v.evidence + [f"{t.id}: {t.status} {t.message[-160:]}" for t in v.tests
                        if t.status != "passed"][:3]
-    return Run(card.id, plan.name, v.outcome.value, v.reward, ev)
+    return Run(card.id, plan.name, v.outcome.value, v.reward, ev,
+               str(v.detail.get("grading", "")))
+
+
+def inprocess_cards(cards: Sequence[TaskCard], runs: Sequence[Run] = ()) -> list[str]:
+    """Ids of cards graded in-process: the card asks for it (``acceptance.runner``) or a
+    verdict says so (``detail["grading"] == "in-process"``)."""
+    seen = {r.card for r in runs if r.grading == "in-process"}
+    return [c.id for c in cards if c.id in seen or c.acceptance.runner in INPROCESS_RUNNERS]
+
+
+def _applies(plan: Plan, card: TaskCard) -> bool:
+    check = getattr(plan, "applies", None)
+    return bool(check(card)) if callable(check) else True
 
 
 def _pool_map(fn: Callable[[Any], Run], jobs: list[Any], workers: int,
@@ -139,7 +174,7 @@ def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: 
             for _try in range(len(names)):
                 p = EXPLOITS[names[k % len(names)]]
                 k += 1
-                if card.feasible or not p.feasible_only:
+                if _applies(p, card):
                     jobs.append((card, p))
                     break
     runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress)
@@ -177,6 +212,7 @@ def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: 
             "exploit_max_reward": exploit_max, "flaky": flaky, "infra_errors": infra,
             "exploit_runs": sum(1 for r in runs if r.plan not in ("oracle", "null")),
             "failures": failures[:50], "backend": backend, "repeats": repeats,
+            "in_process": inprocess_cards(cards, runs),
             "seconds": round(time.perf_counter() - t0, 2),
             "ok": oracle_ok == len(cards) and null_ok == 0 and not flaky
             and (exploit_max is None or exploit_max <= 0)}
@@ -190,11 +226,30 @@ def _quarantine(path: Path, ids: Iterable[str]) -> None:
     tmp.replace(path)
 
 
+def _tally(row: dict[str, Any], r: Run) -> None:
+    row["runs"] += 1
+    row["positive"] += int(r.reward > 0)
+    row["max_reward"] = r.reward if row["max_reward"] is None else max(row["max_reward"],
+                                                                        r.reward)
+    row["outcomes"][r.outcome] = row["outcomes"].get(r.outcome, 0) + 1
+
+
+def _row() -> dict[str, Any]:
+    return {"runs": 0, "positive": 0, "max_reward": None, "outcomes": {}}
+
+
 def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: int = 2,
             exploits: Sequence[str] | None = None, spec: RewardSpec | None = None,
             progress: Progress | None = None) -> dict[str, Any]:
-    """Every exploit on every card: ``{"exploits": {NAME: {"runs", "positive",
-    "max_reward", "outcomes"}}, "positive_total", "cards", ...}``."""
+    """Every exploit on every card it applies to (``ScriptPlan.applies``).
+
+    Returns ``{"exploits": {NAME: {"class", "runs", "positive", "max_reward", "outcomes",
+    "tamper_missed"}}, "classes": {CLASS: {"runs", "positive", "max_reward", "outcomes",
+    "plans", "tamper_missed"}}, "positive_total", "tamper_missed_total", "cards", "runs",
+    "positives", "infra_errors", "in_process", ...}``. ``tamper_missed`` counts runs of
+    plans that leave tampering (``expect_tamper``) whose outcome was not ``hack_detected``
+    (they still must not be positive). A plan that applies to none of the cards has
+    ``runs`` 0."""
     from .exploits import EXPLOITS
 
     names = list(exploits or EXPLOITS)
@@ -202,24 +257,38 @@ def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: i
         if n not in EXPLOITS:
             raise ConfigError(f"unknown exploit {n!r}", fix=f"use one of {sorted(EXPLOITS)}")
     t0 = time.perf_counter()
-    jobs = [(c, EXPLOITS[n]) for n in names for c in cards
-            if c.feasible or not EXPLOITS[n].feasible_only]
+    jobs = redteam_jobs(cards, names)
     runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress)
     table: dict[str, dict[str, Any]] = {
-        n: {"runs": 0, "positive": 0, "max_reward": None, "outcomes": {}} for n in names}
+        n: {"class": EXPLOITS[n].exploit_class, **_row(), "tamper_missed": 0} for n in names}
+    classes: dict[str, dict[str, Any]] = {}
+    for n in names:
+        cls = classes.setdefault(EXPLOITS[n].exploit_class,
+                                 {**_row(), "plans": [], "tamper_missed": 0})
+        cls["plans"].append(n)
     positives, infra = [], []
     for r in runs:
         if r.outcome == "infra_error":
             infra.append(r.as_dict())
-        row = table[r.plan]
-        row["runs"] += 1
-        row["positive"] += int(r.reward > 0)
-        row["max_reward"] = r.reward if row["max_reward"] is None else max(row["max_reward"],
-                                                                            r.reward)
-        row["outcomes"][r.outcome] = row["outcomes"].get(r.outcome, 0) + 1
+        plan = EXPLOITS[r.plan]
+        missed = int(plan.expect_tamper and r.outcome != "hack_detected")
+        for row in (table[r.plan], classes[plan.exploit_class]):
+            _tally(row, r)
+            row["tamper_missed"] += missed
         if r.reward > 0:
             positives.append(r.as_dict())
-    return {"exploits": table, "positive_total": sum(t["positive"] for t in table.values()),
+    return {"exploits": table, "classes": classes,
+            "positive_total": sum(t["positive"] for t in table.values()),
+            "tamper_missed_total": sum(t["tamper_missed"] for t in table.values()),
             "cards": len(cards), "runs": len(runs), "positives": positives[:50],
             "infra_errors": len(infra), "infra_samples": infra[:10],
+            "in_process": inprocess_cards(cards, runs),
             "backend": backend, "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def redteam_jobs(cards: Sequence[TaskCard], names: Sequence[str]) -> list[tuple[TaskCard, Plan]]:
+    """The (card, plan) pairs :func:`redteam` plays: each named plan on each card it applies
+    to."""
+    from .exploits import EXPLOITS
+
+    return [(c, EXPLOITS[n]) for n in names for c in cards if EXPLOITS[n].applies(c)]
