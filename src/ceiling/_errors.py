@@ -38,6 +38,22 @@ class SandboxUnavailable(SandboxError):
     """The requested sandbox backend cannot run on this machine."""
 
 
+class StateRejected(SandboxError):
+    """A sandbox's state cannot be frozen (``checkpoint``/``fork``/the verifier's freeze) for a
+    reason the *workspace* holds: more file data than ``limits.disk_mb`` (counted as apparent
+    size, so sparse files count in full), a FIFO, socket or device file, or folders nested
+    too deep. Nothing was written to the layer store. ``reason`` is a short machine-readable
+    cause (``"too_big"``, ``"special_file"``, ``"too_deep"``) and ``path`` the offending
+    workspace path when there is one. The verifier treats it as the agent's failure (or
+    tampering), never as an infrastructure error."""
+
+    def __init__(self, what: str, *, reason: str, path: str | None = None,
+                 fix: str | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(what, where=path, fix=fix)
+
+
 class PolicyError(CeilingError):
     """A policy could not be loaded or failed to answer (an endpoint down, a bad path)."""
 

@@ -1,7 +1,9 @@
-"""Per-sandbox cgroups: the ``pids`` and ``memory`` limits that stop fork and memory bombs.
+"""Per-sandbox cgroups: the ``pids`` and ``memory`` limits that stop fork and memory bombs,
+and the freezer that stops every process of a sandbox while its state is copied.
 
 cgroup v2 (``/sys/fs/cgroup/cgroup.controllers`` present) or v1 (``/sys/fs/cgroup/pids`` and
-``/sys/fs/cgroup/memory``). Groups are named ``ceiling/<host pid>-<n>``; groups left by a
+``/sys/fs/cgroup/memory``, plus ``/sys/fs/cgroup/freezer`` when present; v2 freezes with
+``cgroup.freeze``). Groups are named ``ceiling/<host pid>-<n>``; groups left by a
 process that died without cleaning up are swept the first time this process creates one.
 Where the hierarchy is not writable, :meth:`Cgroup.create` returns None (or a group with
 only the controllers that worked) and logs why; the caller falls back to rlimits.
@@ -81,7 +83,7 @@ class Cgroup:
                     _write(d / "memory.swap.max", "0")
                 return cls([d], True, True)
             dirs: list[Path] = []
-            got = {"pids": False, "memory": False}
+            got = {"pids": False, "memory": False, "freezer": False}  # freezer: freeze()
             parents = [ROOT / c / "ceiling" for c in got]
             if not _swept:
                 _sweep(parents)
@@ -98,7 +100,7 @@ class Cgroup:
                 dirs.append(d)
                 if ctl == "pids":
                     _write(d / "pids.max", str(limits.max_processes))
-                else:
+                elif ctl == "memory":
                     _write(d / "memory.limit_in_bytes", str(mem))
                     if (d / "memory.memsw.limit_in_bytes").exists():
                         try:
@@ -115,6 +117,55 @@ class Cgroup:
                             "(shared by all sandboxes) and RLIMIT_AS", e)
                 _warned = True
             return None
+
+    # -- freeze()/thaw(): owned by the freeze path (checkpoint, fork, the verifier's freeze) --
+    def _freezer(self) -> tuple[Path, bool] | None:
+        """The group that can freeze this sandbox and whether it is cgroup v2, or None."""
+        for d in self.dirs:
+            if (d / "cgroup.freeze").is_file():
+                return d, True
+            if (d / "freezer.state").is_file():
+                return d, False
+        return None
+
+    @property
+    def can_freeze(self) -> bool:
+        return self._freezer() is not None
+
+    def freeze(self, timeout_s: float = 2.0) -> bool:
+        """Stop every process of the sandbox (the kernel's cgroup freezer: invisible to them,
+        unlike SIGSTOP) and wait until all are frozen. True when they are; False when no
+        freezer exists here or the kernel did not finish in ``timeout_s`` (the group is then
+        thawed again, so the caller never leaves a half-frozen sandbox behind)."""
+        fz = self._freezer()
+        if fz is None:
+            return False
+        d, v2 = fz
+        _write(d / "cgroup.freeze" if v2 else d / "freezer.state", "1" if v2 else "FROZEN")
+        deadline = time.monotonic() + timeout_s
+        pause = 0.0001
+        while True:
+            if v2:
+                with open(d / "cgroup.events") as f:
+                    done = "frozen 1" in f.read()
+            else:
+                with open(d / "freezer.state") as f:
+                    done = f.read().strip() == "FROZEN"
+            if done:
+                return True
+            if time.monotonic() > deadline:
+                log.warning("cgroup %s did not freeze in %.1f s; thawed", d, timeout_s)
+                self.thaw()
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
+
+    def thaw(self) -> None:
+        """Let the processes stopped by :meth:`freeze` run again (no-op without a freezer)."""
+        fz = self._freezer()
+        if fz is not None:
+            d, v2 = fz
+            _write(d / "cgroup.freeze" if v2 else d / "freezer.state", "0" if v2 else "THAWED")
 
     def add(self, pid: int) -> None:
         for d in self.dirs:

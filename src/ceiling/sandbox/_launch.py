@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .._errors import SandboxUnavailable
 from . import _runtime as runtime
+from . import _seccomp
 from ._cgroup import Cgroup
 from ._layers import SANDBOX_GID, SANDBOX_UID, LayerStore
 from ._types import Limits
@@ -101,6 +102,7 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
            "inodes": max(4096, limits.disk_mb * 256), "lowers": lowers,
            "store": str(store.root.resolve()), "rlimits": rlimits}
     cfg.update(runtime.current().holder_cfg())  # the allow-listed root (see _runtime)
+    cfg["seccomp"] = _seccomp.program()  # installed by the spawner on every command
     netfd = None if network_of is None else _netns_fd(network_of)
     if netfd is not None:
         cfg["netns_fd"] = netfd
