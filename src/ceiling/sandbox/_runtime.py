@@ -221,13 +221,18 @@ def _scripts_dir() -> str:
 
 
 def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link ``src`` when its mode is already what the runtime wants (0644 or 0755, so
+    the runtime's chmod never touches the installed file), else copy it."""
     if os.path.lexists(dst):  # listed twice (RECORD and the bytecode next to a .py)
         return
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+    if os.stat(src).st_mode & 0o7777 in (0o644, 0o755):
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copy2(src, dst)
 
 
 def _copy_dist(dist: md.Distribution, site_dir: str, bin_dir: str) -> None:
