@@ -19,12 +19,15 @@ Design (chosen by measurement on the project's 2-core machines, see ``docs/sandb
   request: ``kill(-1, SIGKILL)`` from PID 1, drop SysV IPC, unmount and remount the state
   tmpfs and the overlay with raw ``mount(2)`` (no binaries): its cost is what the episode
   wrote (tmpfs pages to free), not the workspace size.
-- **Commands are not root.** They run as uid/gid :data:`SANDBOX_UID` with no capabilities,
-  ``no_new_privs``, a read-only ``nosuid`` host tree, a private ``/proc`` (only sandbox PIDs),
-  a minimal ``/dev`` and an empty ``/run``; directories others cannot traverse (``/root``)
-  are masked except the interpreter's own prefix. So ``mount``, ``ptrace``/``kill`` of the
-  holder or the host, writing the host or the venv, and reading root-only files fail, and a
-  ``chmod 000`` file really denies access.
+- **Commands are not root.** They run as the sandbox's own unprivileged uid with no
+  capabilities and ``no_new_privs``, a private ``/proc`` (only sandbox PIDs), a minimal
+  ``/dev`` and an empty ``/run``. So ``mount``, ``ptrace``/``kill`` of the holder or the
+  host and reading root-only files fail, and a ``chmod 000`` file really denies access.
+- **An explicit root, not the host.** The root is an allow-list, read-only and ``nosuid``:
+  the system folders (``/usr``, ``/bin``, ``/lib*``...), a synthesized ``/etc``, the
+  runtime at ``/opt/ceiling/runtime`` (python + pytest, :mod:`._runtime`; :attr:`python`)
+  and the base interpreter's prefix with its site-packages masked. No checkout, venv,
+  ``ceiling`` package, layer store or home folder is there (``docs/sandbox.md``).
 - **Limits.** A per-sandbox cgroup (v1 or v2 ``pids`` and ``memory``) bounds fork and memory
   bombs; without writable cgroups the backend falls back to ``RLIMIT_NPROC`` (shared by all
   sandboxes, since they share a uid) and ``RLIMIT_AS`` and logs a warning. ``RLIMIT_FSIZE``,
@@ -32,9 +35,8 @@ Design (chosen by measurement on the project's 2-core machines, see ``docs/sandb
   upper, ``/tmp``, ``/dev/shm``) is one tmpfs of ``limits.disk_mb``. Output goes to memfds
   read with ``pread`` and capped at ``limits.max_output_bytes``.
 
-What it does **not** isolate: the host file system is *readable* wherever the sandbox uid
-may read it (world-readable files anywhere but ``/tmp``, ``/run`` and masked directories);
-the kernel is shared (a kernel exploit escapes); there is no seccomp filter, so a command may
+What it does **not** isolate (the threat model is in ``docs/sandbox.md``): the allow-listed
+system folders are the host's (readable where world-readable); the kernel is shared (a kernel exploit escapes); there is no seccomp filter, so a command may
 create its own unprivileged user namespace (it gains nothing outside it); CPU time is bounded
 per process (``RLIMIT_CPU``) and by the wall-clock timeout, not shared fairly; sandboxes share
 one uid, so ``RLIMIT_NPROC`` (fallback only) is global; host-side graders reading
