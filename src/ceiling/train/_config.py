@@ -14,6 +14,7 @@ the nearest valid one. Example::
         tags: [demo]            # or templates: [terminal_ops/demo-copy-v1, ...] / family
         steps: 40
         reward: {process_weight: 0.0}
+    redteam_alarm: {max_hack_share: 0.2, window: 5, action: warn}   # the default
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ class BandSettings(_M):
     decay: float = Field(0.9, gt=0.0, le=1.0)
 
 
+class AlarmSettings(_M):
+    """The red-team alarm (see ``ceiling.train._alarm``): when more than ``max_hack_share``
+    of the episodes of the last ``window`` steps end ``hack_detected``, ``warn`` (log and
+    go on) or ``stop`` (checkpoint, then end the run; resumable)."""
+
+    enabled: bool = True
+    max_hack_share: float = Field(0.2, ge=0.0, le=1.0)
+    window: int = Field(5, ge=1)
+    action: Literal["warn", "stop"] = "warn"
+
+
 class StageConfig(_M):
     """One stage: which cards (templates, a family, tags or a task-mix file), which
     difficulties and variants, how they are rewarded and for how long."""
@@ -96,6 +108,7 @@ class TrainConfig(_M):
     checkpoint_every: int = Field(10, ge=1)
     keep_checkpoints: int = Field(3, ge=1)
     es: dict[str, Any] = Field(default_factory=dict)  # settings read by the ES optimizer
+    redteam_alarm: AlarmSettings = Field(default_factory=AlarmSettings)  # type: ignore[arg-type]
     stages: list[StageConfig] = Field(min_length=1)
 
     @field_validator("stages")

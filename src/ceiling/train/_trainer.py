@@ -18,6 +18,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from ..verify import RewardSpec
+from ._alarm import HackAlarm, integrity_metrics
 from ._cards import stage_arms
 from ._checkpoint import (
     TrainerState,
@@ -59,6 +60,7 @@ class TrainSummary:
     unit: dict[str, Any]
     last_metrics: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    stopped_by_alarm: str | None = None  # the red-team alarm's message when it stopped the run
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -182,6 +184,7 @@ class Trainer:
         ck_path: Path | None = latest_checkpoint(self.run_dir) if resume else None
         done_here = 0
         out_of_time = False
+        alarm, alarm_stop = HackAlarm(self.cfg.redteam_alarm), None
         try:
             for si in range(state.stage_index, len(self.cfg.stages)):
                 stage = self.cfg.stages[si]
@@ -226,6 +229,7 @@ class Trainer:
                     m.update(step_s=dt, in_band=sampler.in_band(),
                              tokens_per_s=sum(len(x.token_ids) for t in res.trajectories
                                               for x in t.turns) / max(dt, 1e-9))
+                    alarm_stop = self._integrity(alarm, state.global_step, res.trajectories, m)
                     last = m
                     rec = {"step": state.global_step, "stage": stage.name, **m,
                            "unit": asdict(u)}
@@ -241,7 +245,7 @@ class Trainer:
                     out_of_time = (self.time_budget_s is not None and
                                    time.perf_counter() - t_resume >= self.time_budget_s)
                     if state.global_step % self.cfg.checkpoint_every == 0 or end_of_stage or \
-                            out_of_time:
+                            out_of_time or alarm_stop:
                         state.card_ids = sorted(cards_seen)
                         nxt = state if not end_of_stage else _next_stage(state, si)
                         ck_path = write_checkpoint(
@@ -256,8 +260,10 @@ class Trainer:
                         self.notes.append(f"time budget of {self.time_budget_s:.0f} s spent "
                                           f"after {state.global_step} steps")
                         break
+                    if alarm_stop:
+                        break
                 sampler_state = None
-                if out_of_time:
+                if out_of_time or alarm_stop:
                     break
         finally:
             metrics_f.close()
@@ -265,7 +271,21 @@ class Trainer:
                 writer.close()
         return TrainSummary(str(self.run_dir), state.global_step,
                             str(ck_path) if ck_path else None, str(self.base_dir), self.base_sha,
-                            self.backend, asdict(state.unit), last, self.notes)
+                            self.backend, asdict(state.unit), last, self.notes, alarm_stop)
+
+    def _integrity(self, alarm: HackAlarm, step: int, trajectories: Any,
+                   m: dict[str, float]) -> str | None:
+        """Add the step's integrity metrics to ``m`` and feed the red-team alarm; returns
+        the alarm's message when it stops the run (a warning is logged and noted)."""
+        m.update(integrity_metrics(trajectories))
+        ev = alarm.update(step, m)
+        if ev is None:
+            return None
+        from ._rollouts import warn
+
+        warn(ev.message)
+        self.notes.append(ev.message)
+        return ev.message if ev.stop else None
 
 
 def _next_stage(state: TrainerState, si: int) -> TrainerState:
