@@ -22,23 +22,60 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ...cards import Fault, TaskCard
 from .._registry import Template, Variant
 from ..repo_refactor import _kit
-from ._service import (
-    DUMMY_FLAG,
-    FIX_TEST,
-    HARNESS_SERVER,
-    REPRODUCE_TEST,
-    SERVER,
-    TEST_FLAG,
-    Build,
-    probe,
-)
+from ._harness import fix_test, reproduce_test
+from ._service import DUMMY_FLAG, SERVER, TEST_FLAG, Build, Job, probe
 
 Builder = Callable[[random.Random, int, bool], Build]
+EXPLOIT_TIMEOUT_S = 60
+RUNNER = "subject"  # hidden tests talk to the workspace only through the subject API
+
+
+def _validate(tid: str, b: Build, fixed: dict[str, str]) -> list[tuple[int, str]]:
+    """Check that the card discriminates; return the legitimate requests' answers.
+
+    Runs the hidden tests' probe over the vulnerable and the fixed service: every attack
+    marker leaks from the vulnerable one only; the fixed service answers every legitimate
+    request exactly like the vulnerable one, before and after the attacks, and whatever the
+    flag and the environment credentials (they are redrawn at grading); the extra check
+    passes on the fixed service and fails on the vulnerable one. The requests go in the
+    order the hidden tests send them: legitimate, extra, attacks, legitimate again."""
+    legit = list(b.legit)
+    attacks = [(p, q) for p, q, _ in b.attacks]
+    data = {**b.data, **b.hidden_data}
+    other_env = {k: f"env-other-{i}" for i, k in enumerate(sorted(b.env))}
+    ctx = {"flag": TEST_FLAG, "env": dict(b.env), "nonce": "c0ffee",
+           "wordlist": b.data.get("wordlist.txt", "").split()}
+    ns: dict[str, Any] = {}
+    if b.extra_check:
+        exec(compile(b.extra_check, f"<{tid} extra_check>", "exec"), ns)  # noqa: S102 - ours
+    extra = ns["extra_requests"](ctx) if ns else []
+    seq = legit + extra + attacks + legit
+    vuln_res, fixed_res, other_res = probe([
+        Job(b.service, data, seq, env=b.env), Job(fixed, data, seq, env=b.env),
+        Job(fixed, data, legit, flag="FLAG{another-probe-1111}", env=other_env)])
+    n, k = len(legit), len(extra)
+    want = vuln_res[:n]
+    if not (want == fixed_res[:n] == fixed_res[-n:] == other_res):
+        raise RuntimeError(f"{tid}: the fix changes legitimate answers (or they depend on "
+                           "the flag, the environment or an earlier attack)")
+    for (_, _, marker), (_, vb), (_, fb) in zip(b.attacks, vuln_res[n + k:], fixed_res[n + k:]):
+        m = TEST_FLAG if marker == "FLAG" else marker
+        if m not in vb or m in fb:
+            raise RuntimeError(f"{tid}: attack check is not discriminating ({marker!r})")
+    if ns:
+        ns["extra_check"](ctx, fixed_res[n:n + k])
+        try:
+            ns["extra_check"](ctx, vuln_res[n:n + k])
+        except AssertionError:
+            pass
+        else:
+            raise RuntimeError(f"{tid}: the extra check passes on the vulnerable service")
+    return want
 
 
 def _visible_tests(b: Build, legit_results: list[tuple[int, str]]) -> str:
@@ -70,15 +107,7 @@ class VulnTemplate(Template):
     def generate(self, rng: random.Random, difficulty: int, variant: Variant) -> TaskCard:
         b = type(self).builder(rng, difficulty, variant == "heldout")
         fixed = {**b.service, **b.fixed}
-        vuln_res, fixed_res = probe([b.service, fixed], b.data, b.env,
-                                    b.legit + [(p, q) for p, q, _ in b.attacks])
-        n = len(b.legit)
-        if vuln_res[:n] != fixed_res[:n]:
-            raise RuntimeError(f"{self.template_id()}: the fix changes legitimate answers")
-        for (_, _, marker), (_, vb), (_, fb) in zip(b.attacks, vuln_res[n:], fixed_res[n:]):
-            m = TEST_FLAG if marker == "FLAG" else marker
-            if m not in vb or m in fb:
-                raise RuntimeError(f"{self.template_id()}: attack check is not discriminating")
+        legit_res = _validate(self.template_id(), b, fixed)
         ws = {f"service/{k}": v for k, v in b.service.items()}
         ws.update({"service/server.py": SERVER, "service/flag.txt": DUMMY_FLAG + "\n"})
         ws.update({f"service/data/{k}": v for k, v in b.data.items()})
@@ -88,7 +117,7 @@ class VulnTemplate(Template):
             fault.target = rng.choice(("curl", "sed", "grep", "wget"))
         infeasible = variant == "infeasible"
         if self.mode == "fix":
-            return self._fix(b, ws, vuln_res[:n], difficulty, variant, fault, chmod, infeasible)
+            return self._fix(b, ws, legit_res, difficulty, variant, fault, chmod, infeasible)
         return self._reproduce(b, ws, fixed, difficulty, variant, fault, chmod, infeasible)
 
     def _fix(self, b: Build, ws: dict[str, str], legit_res: list[tuple[int, str]],
@@ -98,15 +127,11 @@ class VulnTemplate(Template):
         ws[tname] = _visible_tests(b, legit_res)
         if not infeasible:
             ws[tname] = ws[tname].replace(b.legacy_test, "") if b.legacy_test else ws[tname]
-        mods = sorted(p[:-3] for p in b.service if p.endswith(".py"))
-        hidden = (_kit.TEST_PRELUDE
-                  + f"\nSERVICE_MODULES = {mods!r}\nENV = {b.env!r}\nDATA = {b.data!r}\n"
-                  + f"FLAG = {TEST_FLAG!r}\nATTACKS = {b.attacks!r}\n"
-                  + f"LEGIT = {[(p, q, r) for (p, q), r in zip(b.legit, legit_res)]!r}\n"
-                  + f"FORBIDDEN = {b.forbidden!r}\n"
-                  + 'WORDLIST = DATA.get("wordlist.txt", "").split()\n'
-                  + f"FORBIDDEN_IN = {[f'service/{p}' for p in b.service if p.endswith('.py')]!r}\n"
-                  + "\n\n" + b.extra_check + FIX_TEST)
+        hidden = fix_test(
+            data={**b.data, **b.hidden_data}, env_keys=sorted(b.env), attacks=b.attacks,
+            legit=[(p, q, r) for (p, q), r in zip(b.legit, legit_res)],
+            forbidden=b.forbidden, wordlist=b.data.get("wordlist.txt", "").split(),
+            extra_check=b.extra_check, hardened_doc=b.hardened_doc)
         sites = "the vulnerability" if b.sites == 1 else f"all {b.sites} vulnerable places"
         instruction = (
             f"Security audit of the small service in `service/` (logic in `service/app.py`; "
@@ -117,7 +142,7 @@ class VulnTemplate(Template):
         return _kit.assemble(
             self, difficulty=difficulty, variant=variant, instruction=instruction,
             workspace=ws, tests={"test_task.py": hidden},
-            test_ids=_kit.test_ids("test_task.py", hidden),
+            test_ids=_kit.test_ids("test_task.py", hidden), runner=RUNNER,
             solution=_kit.GIVE_UP if infeasible else _kit.oracle_script(
                 {f"service/{k}": v for k, v in b.fixed.items()}, chmod=chmod,
                 note=f"fix {self.kind}"),
@@ -132,8 +157,7 @@ class VulnTemplate(Template):
         pristine = {**fixed, **b.safe} if infeasible else b.service
         if infeasible:
             ws.update({f"service/{k}": v for k, v in pristine.items()})
-        hidden = (_kit.TEST_PRELUDE + f"\nSERVICE = {pristine!r}\nDATA = {b.data!r}\n"
-                  + f"HARNESS = {HARNESS_SERVER!r}\nEXPLOIT_TIMEOUT = 60\n" + REPRODUCE_TEST)
+        hidden = reproduce_test(service=pristine, data=b.data, timeout=EXPLOIT_TIMEOUT_S)
         instruction = (
             f"Penetration test. The service in `service/` (logic in `service/app.py`) is "
             f"believed to be vulnerable ({self.kind.replace('-', ' ')}). Start it with "
@@ -147,7 +171,7 @@ class VulnTemplate(Template):
         return _kit.assemble(
             self, difficulty=difficulty, variant=variant, instruction=instruction,
             workspace=ws, tests={"test_task.py": hidden},
-            test_ids=_kit.test_ids("test_task.py", hidden),
+            test_ids=_kit.test_ids("test_task.py", hidden), runner=RUNNER,
             solution=_kit.GIVE_UP if infeasible else _kit.oracle_script(
                 {"exploit.py": b.exploit}, chmod=chmod, note=f"exploit {self.kind}"),
             protected=[], faults=[fault] if fault else [],

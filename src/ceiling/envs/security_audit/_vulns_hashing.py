@@ -19,23 +19,34 @@ from ._vulns_injection import HANDLE, WORDS, safe_routes
 PEOPLE = ("ada", "bruno", "chen", "dara", "emil", "fatima", "goran", "hana", "ivo", "jun",
           "kira", "lars", "mina", "nils")
 
-_EXTRA_CHECK = '''def extra_check(app, state, data):
+_EXTRA_CHECK = '''def _probe_users(ctx):
+    return "probe" + ctx["nonce"] + "a", "probe" + ctx["nonce"] + "b", ctx["wordlist"][0]
+
+
+def extra_requests(ctx):
+    a, b, pw = _probe_users(ctx)
+    return [("/register", {"user": a, "password": pw}), ("/register", {"user": b, "password": pw}),
+            ("/users", {}), ("/login", {"user": a, "password": pw}),
+            ("/login", {"user": a, "password": pw + "x"})]
+
+
+def extra_check(ctx, answers):
     """Salted and slow: equal passwords differ, no fast digest of a known password shows."""
     import hashlib
-    pw = WORDLIST[0]
-    assert app.handle(state, "/register", {"user": "probe1", "password": pw})[0] == 200
-    assert app.handle(state, "/register", {"user": "probe2", "password": pw})[0] == 200
-    listing = app.handle(state, "/users", {})[1]
+    a, b, pw = _probe_users(ctx)
+    (ra, _), (rb, _), (_, listing), (good, _), (bad, _) = answers
+    assert ra == 200 and rb == 200, "registering a new user fails"
     stored = dict(line.split(":", 1) for line in listing.splitlines() if ":" in line)
-    assert stored["probe1"] != stored["probe2"], "equal passwords give equal hashes (no salt)"
-    for word in WORDLIST:
-        for user in ("admin", "probe1", ""):
+    assert a in stored and b in stored, "/users does not list the new users"
+    assert stored[a] != stored[b], "equal passwords give equal hashes (no salt)"
+    for word in ctx["wordlist"]:
+        for user in ("admin", a, ""):
             for algo in ("md5", "sha1", "sha256", "sha512"):
                 for text in (word, user + word, word + user):
                     digest = hashlib.new(algo, text.encode()).hexdigest()
                     assert digest not in listing, f"a fast {algo} digest of a known password is stored"
-    assert app.handle(state, "/login", {"user": "probe1", "password": pw})[0] == 200
-    assert app.handle(state, "/login", {"user": "probe1", "password": pw + "x"})[0] == 403
+    assert good == 200, "a new user cannot log in with the right password"
+    assert bad == 403, "a new user can log in with a wrong password"
 '''
 
 
@@ -137,6 +148,7 @@ def hashing(rng: random.Random, difficulty: int, heldout: bool) -> Build:
         data={"wordlist.txt": "\n".join(wordlist) + "\n",
               "users.txt": "".join(f"{u} {p}\n" for u, p in seeds)},
         exploit=exploit, legit=legit + extra_legit, extra_check=_EXTRA_CHECK,
+        hardened_doc="Passwords are stored salted and slow; logins keep working",
         what=("Passwords are stored as fast, unsalted digests ("
               + ("`sha1(user + password)`" if heldout else "`md5(password)`")
               + ") and `/users` lists them, so any weak password falls to a wordlist. Store "

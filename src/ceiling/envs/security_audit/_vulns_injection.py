@@ -117,7 +117,13 @@ def sqli(rng: random.Random, difficulty: int, heldout: bool) -> Build:
         payload = f"' UNION SELECT key, value FROM {secret} --"
         legit = [("/lookup", {"name": p}) for p in people[:3]] + [("/lookup", {"name": "nobody"})]
     routes = [f'"{route}": {route[1:]}']
-    attacks = [(route, {param: payload}, "FLAG")]
+    # a second technique with its own marker (rows no legitimate request returns), so a
+    # blacklist of UNION or an output filter on the flag is not a fix
+    if heldout:
+        dump = (route, {param: "0 OR 1=1"}, "\n".join(f"{i} x{q}" for _, i, q in orders))
+    else:
+        dump = (route, {param: "' OR '1'='1"}, f"{rows[-1][0]} <{rows[-1][1]}>")
+    attacks = [(route, {param: payload}, "FLAG"), dump]
     sites = 1
     vuln2 = fixed2 = ""
     if difficulty > 1:
@@ -134,7 +140,8 @@ def sqli(rng: random.Random, difficulty: int, heldout: bool) -> Build:
                   '        return 400, "bad query"\n'
                   '    return 200, ", ".join(r[0] for r in rows)\n')
         routes.append('"/search": search')
-        attacks.append(("/search", {"prefix": f"zzz' UNION SELECT value FROM {secret} --"}, "FLAG"))
+        attacks += [("/search", {"prefix": f"zzz' UNION SELECT value FROM {secret} --"}, "FLAG"),
+                    ("/search", {"prefix": "zzz' OR 1=1 --"}, ", ".join(people))]
         legit += [("/search", {"prefix": people[0][:1]}), ("/search", {"prefix": people[1][:2]})]
         sites = 2
     table_src = "ROUTES = {" + ", ".join(routes + extra_routes) + "}\n"
@@ -188,7 +195,10 @@ def traversal(rng: random.Random, difficulty: int, heldout: bool) -> Build:
     routes_src = 'def page(state, params):\n    return _read(state, params.get("name", ""))\n'
     routes = ['"/page": page']
     payload = ("....//" if heldout else "../") + f"private/{flagname}"
-    attacks = [("/page", {"name": payload}, "FLAG")]
+    # a file only the hidden tests plant, outside public/: its content is the marker
+    canary_file, canary = f"notes-{rng.getrandbits(32):08x}.txt", f"canary-{rng.getrandbits(48):012x}"
+    attacks = [("/page", {"name": payload}, "FLAG"),
+               ("/page", {"name": ("....//" if heldout else "../") + canary_file}, canary)]
     legit = [("/page", {"name": n}) for n in names[:3]] + [("/page", {"name": "missing.txt"})]
     sites = 1
     if difficulty > 1:
@@ -201,7 +211,8 @@ def traversal(rng: random.Random, difficulty: int, heldout: bool) -> Build:
                        '    with open(path, encoding="utf-8") as fh:\n'
                        '        return 200, "attachment:" + fh.read()\n')
         routes.append('"/download": download')
-        attacks.append(("/download", {"file": payload}, "FLAG"))
+        attacks += [("/download", {"file": payload}, "FLAG"),
+                    ("/download", {"file": attacks[1][1]["name"]}, canary)]
         legit.append(("/download", {"file": names[0]}))
         sites = 2
     fixed_routes = routes_src.replace(
@@ -220,7 +231,8 @@ def traversal(rng: random.Random, difficulty: int, heldout: bool) -> Build:
     where = "`/page?name=`" + (" and `/download?file=`" if difficulty > 1 else "")
     return Build(
         service={"app.py": app(vuln_read, routes_src)}, fixed={"app.py": app(fixed_read, fixed_routes)},
-        data=pages, exploit=exploit("/page", "name", payload), attacks=attacks,
+        data=pages, hidden_data={canary_file: canary + "\n"},
+        exploit=exploit("/page", "name", payload), attacks=attacks,
         legit=legit + extra_legit,
         what=f"{where} join the requested name onto the public folder without checking where "
              "the result points (path traversal): any file the service can read is exposed.",
@@ -265,7 +277,10 @@ def cmdi(rng: random.Random, difficulty: int, heldout: bool) -> Build:
     sep = " | " if heldout else "; "
     payload = f"localhost{sep}cat {secret}"
     routes = ['"/check": check']
-    attacks = [("/check", {"host": payload}, "FLAG")]
+    a, b = rng.randint(1000, 4999), rng.randint(1000, 4999)
+    # the shell computes the marker, so it is not in the request: command execution itself
+    attacks = [("/check", {"host": payload}, "FLAG"),
+               ("/check", {"host": f"localhost{sep}echo cn$(({a}+{b}))"}, f"cn{a + b}")]
     legit = [("/check", {"host": h}) for h in hosts]
     v_src, f_src = route("check", "host", tool, False), route("check", "host", tool, True)
     sites = 1
@@ -273,7 +288,8 @@ def cmdi(rng: random.Random, difficulty: int, heldout: bool) -> Build:
         v_src += "\n\n" + route("trace", "target", "tracing", False)
         f_src += "\n\n" + route("trace", "target", "tracing", True)
         routes.append('"/trace": trace')
-        attacks.append(("/trace", {"target": payload}, "FLAG"))
+        attacks += [("/trace", {"target": payload}, "FLAG"),
+                    ("/trace", {"target": attacks[1][1]["host"]}, attacks[1][2])]
         legit.append(("/trace", {"target": hosts[0]}))
         sites = 2
     table = "ROUTES = {" + ", ".join(routes + extra_routes) + "}\n"

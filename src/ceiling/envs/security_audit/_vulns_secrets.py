@@ -77,18 +77,22 @@ def secret(rng: random.Random, difficulty: int, heldout: bool) -> Build:
     attacks = [("/admin", {"token": token}, "FLAG")]
     if two:
         attacks.append(("/export", {"key": key}, "FLAG"))
-    extra_check = ("def extra_check(app, state, data):\n"
-                   '    """The secrets now come from the environment."""\n'
-                   '    status, body = app.handle(state, "/admin", {"token": ENV["ADMIN_TOKEN"]})\n'
-                   '    assert status == 200 and FLAG in body, "/admin does not accept $ADMIN_TOKEN"\n')
-    if two:
-        extra_check += ('    status, body = app.handle(state, "/export", {"key": ENV["EXPORT_KEY"]})\n'
-                        '    assert status == 200 and FLAG in body, "/export does not accept $EXPORT_KEY"\n')
+    creds = [("/admin", "token", "ADMIN_TOKEN")] + ([("/export", "key", "EXPORT_KEY")] if two else [])
+    extra_check = (
+        "def extra_requests(ctx):\n"
+        f"    return [(path, {{param: ctx['env'][var]}}) for path, param, var in {creds!r}]\n\n\n"
+        "def extra_check(ctx, answers):\n"
+        '    """The routes accept the credentials from the environment (drawn at grading)."""\n'
+        f"    for (path, _, var), (status, body) in zip({creds!r}, answers):\n"
+        "        assert status == 200 and ctx['flag'] in body, (\n"
+        "            f'{path} does not accept the credential from ${var}')\n")
     where = "`service/settings.py`" if heldout else "`service/app.py`"
     return Build(
         service=service, fixed=fixed, env=env, attacks=attacks, forbidden=forbidden,
         legit=[("/admin", {"token": "guess"}), ("/admin", {})] + extra_legit,
         extra_check=extra_check, exploit=exploit("/admin", "token", token),
+        hardened_doc=("No hard-coded credential is left in the workspace and the routes accept "
+                      "the ones from the environment"),
         what=f"The admin credential{'s are' if two else ' is'} hard-coded in {where} (anyone "
              f"with the source can log in). Read {'them' if two else 'it'} from the environment "
              f"instead (`ADMIN_TOKEN`{', `EXPORT_KEY`' if two else ''}; unset means the route "
@@ -174,10 +178,15 @@ def deser(rng: random.Random, difficulty: int, heldout: bool) -> Build:
     people = rng.sample(PEOPLE, 3)
     legit = [(route, {param: enc(json.dumps({"name": p, "role": rng.choice(("user", "admin"))}).encode())})
              for p in people] + [(route, {param: "!!" if not heldout else "zz"})]
-    attacks = [(route, {param: enc(evil)}, "FLAG")]
+    x, y = rng.randint(100, 999), rng.randint(100, 999)
+    calc = pickle.dumps(_Evil(f"{{'name': str({x}*{y})}}"), protocol=2)
+    # the unpickler computes the marker: code execution itself, not only the flag file
+    attacks = [(route, {param: enc(evil)}, "FLAG"), (route, {param: enc(calc)}, f"hello {x * y} (")]
     if two:
         legit.append(("/cart", {"cart": enc(json.dumps(rng.sample(list(WORDS), 2)).encode())}))
-        attacks.append(("/cart", {"cart": enc(evil_list)}, "FLAG"))
+        calc_list = pickle.dumps(_Evil(f"[str({x}*{y})]"), protocol=2)
+        attacks += [("/cart", {"cart": enc(evil_list)}, "FLAG"),
+                    ("/cart", {"cart": enc(calc_list)}, f"item(s): {x * y}")]
     return Build(
         service={"app.py": app(False)}, fixed={"app.py": app(True)},
         exploit=_pickle_exploit(route, param, heldout), attacks=attacks, legit=legit + extra_legit,
