@@ -113,22 +113,31 @@ class FakeSubject:
                          p.stderr.decode(errors="replace"))
 
     def git(self, *args: str) -> RunResult:
+        """git as the grader runs it: a copy of HEAD, refs, packed-refs, index and objects
+        with a fresh config, the workspace as work tree, no system or global config."""
         with tempfile.TemporaryDirectory() as tmp:
-            src, dst = Path(self.workspace) / ".git", Path(tmp) / "repo.git"
+            src, dst = Path(self.workspace) / ".git", Path(tmp) / "git"
             dst.mkdir()
             for name in ("objects", "refs"):
-                if (src / name).is_dir():
+                if (src / name).is_dir() and not (src / name).is_symlink():
                     shutil.copytree(src / name, dst / name, symlinks=True)
-            for name in ("HEAD", "packed-refs"):
-                if (src / name).is_file():
+            for name in ("HEAD", "packed-refs", "index"):
+                if (src / name).is_file() and not (src / name).is_symlink():
                     shutil.copy(src / name, dst / name)
-            (dst / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n")
-            p = subprocess.run(["git", "--git-dir", str(dst), *args], capture_output=True,
-                               check=False, env={"PATH": os.environ["PATH"], "HOME": tmp,
-                                                 "GIT_CONFIG_NOSYSTEM": "1",
-                                                 "GIT_CONFIG_GLOBAL": os.devnull})
+            shutil.rmtree(dst / "objects" / "info", ignore_errors=True)
+            (dst / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = false\n")
+            p = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c",
+                                "core.fsmonitor=false", "-c", "safe.directory=*", *args],
+                               capture_output=True, check=False, cwd=self.workspace,
+                               env={"PATH": os.environ["PATH"], "HOME": tmp,
+                                    "GIT_DIR": str(dst), "GIT_WORK_TREE": self.workspace,
+                                    "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1",
+                                    "GIT_CONFIG_GLOBAL": os.devnull})
         return RunResult(p.returncode, p.stdout.decode(errors="replace"),
                          p.stderr.decode(errors="replace"))
+
+    def exists(self, path: str) -> bool:
+        return (Path(self.workspace) / path).exists()
 
     def read(self, path: str) -> bytes:
         return (Path(self.workspace) / path).read_bytes()

@@ -1,11 +1,13 @@
 """terminal_ops templates: valid cards, determinism, held-out disjointness, and the oracle
 solving / the null policy failing, executed for real on a temp copy of the workspace.
 
-The runner below is a small stand-in for the verifier (team env owns the real one): it
+The runner below is a small stand-in for the verifier (fast: no sandbox, no grader): it
 materialises the workspace, injects the card's faults the way TaskEnv does (a PATH shim that
 fails the first N calls; a PATH of symlinks that omits a tool; chmod 000), runs
 ``card.solution`` with ``sh`` and then calls each hidden test function with ``WORKSPACE``
-set, comparing the tests found with ``acceptance.tests``.
+set (and a stand-in ``subject``), comparing the tests found with ``acceptance.tests``. The
+real grader and sandbox run in the ``TaskEnv`` tests at the end, with the dodges of issue 10
+class 6 (a symlink for a copy) and class 3 (git configuration that runs commands).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _subject_fake import run_hidden
 
 from ceiling.cards import TaskCard, write_tree
 from ceiling.envs import VARIANTS, make, templates
@@ -74,29 +77,9 @@ def _hash_protected(ws: Path, patterns: list[str]) -> dict[str, str]:
 
 
 def run_hidden_tests(card: TaskCard, ws: Path) -> dict[str, bool]:
-    """Call every test function of the hidden files with WORKSPACE=ws; node id -> passed."""
-    results: dict[str, bool] = {}
-    old = os.environ.get("WORKSPACE")
-    os.environ["WORKSPACE"] = str(ws)
-    cwd = os.getcwd()
-    try:
-        for fname, entry in card.tests.items():
-            ns: dict[str, object] = {"__name__": f"hidden_{fname[:-3]}"}
-            exec(compile(entry.data.decode(), fname, "exec"), ns)  # noqa: S102 (generated tests)
-            for name, fn in ns.items():
-                if name.startswith("test_") and callable(fn):
-                    try:
-                        fn()
-                        results[f"{fname}::{name}"] = True
-                    except Exception:  # noqa: BLE001 (any error fails the test)
-                        results[f"{fname}::{name}"] = False
-    finally:
-        os.chdir(cwd)
-        if old is None:
-            os.environ.pop("WORKSPACE", None)
-        else:
-            os.environ["WORKSPACE"] = old
-    return results
+    """Call every test function of the hidden files with WORKSPACE=ws (tests that take the
+    grader's ``subject`` get a local stand-in, ``_subject_fake``); node id -> passed."""
+    return run_hidden({k: e.data for k, e in card.tests.items()}, ws)
 
 
 def episode(card: TaskCard, root: Path, *, oracle: bool) -> tuple[dict[str, bool], str]:

@@ -6,7 +6,8 @@ What lives here, so that each family's generators stay short and alike:
   disjoint ``heldout`` pool (a held-out card never shows a name the train split uses);
 - **random content**: lines of words, CSV rows, numbers;
 - :class:`TestModule`: builds a hidden pytest file whose tests read the workspace through
-  ``os.environ["WORKSPACE"]`` (never a hard-coded path) and knows its exact node ids;
+  ``os.environ["WORKSPACE"]`` (never a hard-coded path; files as regular files, so a symlink
+  never passes for a copy) and knows its exact node ids;
 - :func:`finish_card`: turns (instruction, files, oracle lines, tests, faults) into a valid
   :class:`~ceiling.cards.TaskCard` whose horizon and budget follow from the oracle's length.
 
@@ -109,11 +110,35 @@ def shq(s: str) -> str:
 # ---------------------------------------------------------------------------------------
 # Hidden tests.
 
-TEST_HEADER = '''"""Hidden acceptance tests (generated; they only enter the sandbox after the episode)."""
+TEST_HEADER = '''"""Hidden acceptance tests (generated; the grader runs them outside the sandbox)."""
 import os
+import stat
 from pathlib import Path
 
 WS = Path(os.environ["WORKSPACE"])
+
+
+def regular_file(rel):
+    """WS / rel, checked to be a regular file with a single link, reached through no
+    symlinked folder: a symlink or a hard link to another file is not a copy of it."""
+    parent = WS
+    for part in Path(rel).parts[:-1]:
+        parent = parent / part
+        assert not parent.is_symlink(), f"{parent.relative_to(WS)} is a symlink"
+    st = os.lstat(WS / rel)
+    assert stat.S_ISREG(st.st_mode), f"{rel} is not a regular file"
+    assert st.st_nlink == 1, f"{rel} is a hard link"
+    return WS / rel
+
+
+def read_regular(rel):
+    """The text of a regular workspace file (see regular_file)."""
+    return regular_file(rel).read_text()
+
+
+def absent(rel):
+    """Nothing at all is at WS / rel: no file, no folder, no symlink (dangling or not)."""
+    return not os.path.lexists(WS / rel)
 
 '''
 
@@ -122,9 +147,12 @@ WS = Path(os.environ["WORKSPACE"])
 class TestModule:
     """A hidden pytest file built test by test.
 
-    ``add("rotated", "assert (WS / 'a.log.1').exists()")`` appends ``def test_rotated():``
-    with that body. ``WS`` (the workspace, from ``os.environ["WORKSPACE"]``), ``os`` and
-    ``Path`` are in scope; ``helpers`` is extra module-level code placed after the header.
+    ``add("rotated", "assert read_regular('a.log.1') == TEXT")`` appends ``def
+    test_rotated():`` with that body. ``WS`` (the workspace, from ``os.environ["WORKSPACE"]``),
+    ``os``, ``stat``, ``Path``, ``regular_file``/``read_regular`` (a regular file, not a symlink
+    or hard link) and ``absent`` (nothing there, not even a dangling symlink) are in scope;
+    ``helpers`` is extra module-level code placed after the header. A test that takes a
+    ``subject`` argument gets the grader's subject fixture (``runner="subject"``).
     Embed data with ``repr()`` so the file stays valid Python whatever the content.
     """
 
@@ -133,11 +161,16 @@ class TestModule:
     filename: str = "test_task.py"
     helpers: str = ""
     _tests: list[tuple[str, str]] = field(default_factory=list)
+    _subject: set[str] = field(default_factory=set)
 
-    def add(self, name: str, body: str) -> TestModule:
+    def add(self, name: str, body: str, *, subject: bool = False) -> TestModule:
+        """Append ``test_<name>``; ``subject=True`` gives it the grader's ``subject`` fixture
+        (the card's runner must then be ``subject``)."""
         if not name.isidentifier() or any(n == name for n, _ in self._tests):
             raise ValueError(f"test name {name!r} is not a fresh identifier")
         self._tests.append((name, body))
+        if subject:
+            self._subject.add(name)
         return self
 
     @property
@@ -152,7 +185,8 @@ class TestModule:
             parts.append(self.helpers.strip("\n") + "\n\n")
         for name, body in self._tests:
             lines = body.strip("\n").splitlines() or ["pass"]
-            parts.append(f"\n\ndef test_{name}():\n" + "".join(f"    {ln}\n" for ln in lines))
+            arg = "subject" if name in self._subject else ""
+            parts.append(f"\n\ndef test_{name}({arg}):\n" + "".join(f"    {ln}\n" for ln in lines))
         return "".join(parts)
 
 

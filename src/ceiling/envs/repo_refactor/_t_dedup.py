@@ -5,8 +5,9 @@ function that uses it. The agent defines the helper once, in ``pkg/util.py`` und
 public name the instruction gives, deletes every copy and makes each module use the shared
 one. The hidden tests (grader side; the workspace is reached through the ``subject``):
 
-- ``util.SHARED`` is a ``def`` that computes the helper on hidden inputs (a stub fails, and
-  gates every other test);
+- ``util.SHARED`` is a ``def`` that computes the helper on hidden inputs, and ``util.py``
+  imports nothing from the package (a stub, or a ``SHARED`` that hands the work to a copy
+  left in a module, fails; this gates every other test);
 - per module: no function in it (``def`` or ``lambda``) has the helper's body, compared as an
   AST with the docstring dropped and local names renamed (so a reformatted, renamed or
   re-variabled copy is still a copy); its public function really calls ``util.SHARED`` (run
@@ -64,9 +65,19 @@ def _norm(fn):
 
 
 def _require_done(subject):
-    """util.py defines SHARED, and it computes the helper on hidden inputs."""
-    defs = [n for n in tree(f"{PKG}/util.py").body if isinstance(n, ast.FunctionDef)]
+    """util.py defines SHARED itself (it imports nothing from the package's other modules,
+    so it cannot hand the work to a copy left there), and SHARED computes the helper on
+    hidden inputs."""
+    util = tree(f"{PKG}/util.py")
+    defs = [n for n in util.body if isinstance(n, ast.FunctionDef)]
     assert any(d.name == SHARED for d in defs), f"{PKG}/util.py does not define {SHARED}"
+    for n in ast.walk(util):
+        if isinstance(n, ast.ImportFrom):
+            assert not (n.level or (n.module or "").split(".")[0] == PKG), \\
+                f"{PKG}/util.py imports from the package ({ast.dump(n)})"
+        elif isinstance(n, ast.Import):
+            assert all(a.name.split(".")[0] != PKG for a in n.names), \\
+                f"{PKG}/util.py imports the package"
     for args, want in HELPER_CASES:
         got = outcome(subject, f"{PKG}.util:{SHARED}", *args)
         assert same(got, want), f"util.{SHARED}{args!r} returned {got!r}, expected {want!r}"

@@ -63,7 +63,7 @@ class LogAggregate(Template):
             reports[day] = "".join(f"{c} {counts[c]}\n" for c in sorted(counts))
         tm = TestModule(helpers='def lines(path):\n'
                                 '    return [" ".join(ln.split()) for ln in '
-                                '(WS / path).read_text().splitlines() if ln.strip()]')
+                                'read_regular(path).splitlines() if ln.strip()]')
         for i, day in enumerate(days):
             tm.add(f"report_{i}", f"assert lines('report/{day}.txt') == "
                                   f"{reports[day].splitlines()!r}")

@@ -48,7 +48,7 @@ import tarfile
 
 
 def members(path):
-    with tarfile.open(WS / path, "r:*") as tar:
+    with tarfile.open(regular_file(path), "r:*") as tar:
         out = {}
         for m in tar.getmembers():
             if m.isfile():
@@ -106,7 +106,7 @@ class ArchiveExtract(Template):
         for i, b in enumerate(bundles):
             want = {k: v for k, v in restored.items() if k.startswith(f"restore/{b}/")}
             tm.add(f"restored_{i}", f"for path, text in {want!r}.items():\n"
-                                    "    assert (WS / path).read_text() == text, path")
+                                    "    assert read_regular(path) == text, path")
         fault = variant == "fault"
         lines = ["mkdir -p backups restore"]
         for d in dirs:

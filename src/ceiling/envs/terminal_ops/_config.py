@@ -32,18 +32,18 @@ import configparser
 
 def load(path):
     p = configparser.ConfigParser(interpolation=None, delimiters=("=",))
-    p.read_string((WS / path).read_text())
+    p.read_string(read_regular(path))
     return {s: dict(p[s]) for s in p.sections()}
 
 
 def comments(path):
-    return [ln for ln in (WS / path).read_text().splitlines() if ln.lstrip().startswith("#")]
+    return [ln for ln in read_regular(path).splitlines() if ln.lstrip().startswith("#")]
 '''
 _ENV_HELPERS = '''
 
 def load(path):
     out = {}
-    for ln in (WS / path).read_text().splitlines():
+    for ln in read_regular(path).splitlines():
         ln = ln.strip()
         if ln and not ln.startswith("#"):
             k, _, v = ln.removeprefix("export ").partition("=")
@@ -52,7 +52,7 @@ def load(path):
 
 
 def comments(path):
-    return [ln for ln in (WS / path).read_text().splitlines() if ln.lstrip().startswith("#")]
+    return [ln for ln in read_regular(path).splitlines() if ln.lstrip().startswith("#")]
 '''
 
 

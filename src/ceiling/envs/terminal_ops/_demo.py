@@ -94,9 +94,9 @@ class _DemoTemplate(Template):
         op = self.op
         # One test per card, and every assertion about what must stay is folded into it:
         # the reward is the pass rate, so no test may pass on the untouched workspace.
-        kept = f"assert (WS / {other!r}).read_text() == 'keep me' + chr(10)"
+        kept = f"assert read_regular({other!r}) == 'keep me' + chr(10)"
         if variant == "fault" and not prog:
-            kept += f"\nassert (WS / {a!r}).stat().st_mode & 0o600 == 0o600"
+            kept += f"\nassert regular_file({a!r}).stat().st_mode & 0o600 == 0o600"
         if op == "create":
             if variant == "fault":
                 workspace[a] = "stale\n"
@@ -107,31 +107,31 @@ class _DemoTemplate(Template):
                 fmt["a"] = a
                 instr = "Create the file {a} containing {w}. Keep the file " + n2 + " unchanged."
                 reason = f"{n2} is a file that must stay unchanged, so the folder {n2}/ cannot exist"
-                kept += f"\nassert (WS / {n2!r}).read_text() == 'do not touch' + chr(10)"
-            tm.add("created", f"text = (WS / {a!r}).read_text()\n"
+                kept += f"\nassert read_regular({n2!r}) == 'do not touch' + chr(10)"
+            tm.add("created", f"text = read_regular({a!r})\n"
                               f"assert text.strip() == {w!r} and text.count(chr(10)) <= 1\n{kept}")
         elif op == "append":
             workspace[a] = src
-            tm.add("appended", f"text = (WS / {a!r}).read_text()\n"
+            tm.add("appended", f"text = read_regular({a!r})\n"
                                f"assert text.rstrip(chr(10)) == {src + w!r}\n{kept}")
         elif op == "copy":
             workspace[a] = src
-            tm.add("copied", f"assert (WS / {b!r}).read_text() == {src!r}\n"
-                             f"assert (WS / {a!r}).read_text() == {src!r}\n{kept}")
+            tm.add("copied", f"assert read_regular({b!r}) == {src!r}\n"
+                             f"assert read_regular({a!r}) == {src!r}\n{kept}")
         elif op == "move":
             workspace[a] = src
-            tm.add("moved", f"assert (WS / {b!r}).read_text() == {src!r}\n"
-                            f"assert not (WS / {a!r}).exists()\n{kept}")
+            tm.add("moved", f"assert read_regular({b!r}) == {src!r}\n"
+                            f"assert absent({a!r})\n{kept}")
         elif op == "delete":
             workspace[a] = src
-            tm.add("deleted", f"assert not (WS / {a!r}).exists()\n{kept}")
+            tm.add("deleted", f"assert absent({a!r})\n{kept}")
         elif op == "replace":
             workspace[a] = src
-            tm.add("replaced", f"assert (WS / {a!r}).read_text() == {src.replace(w, v)!r}\n{kept}")
+            tm.add("replaced", f"assert read_regular({a!r}) == {src.replace(w, v)!r}\n{kept}")
         elif op == "count":
             workspace[a] = src
-            tm.add("counted", f"assert (WS / {b!r}).read_text().strip() == {str(len(lines))!r}\n"
-                              f"assert (WS / {a!r}).read_text() == {src!r}\n{kept}")
+            tm.add("counted", f"assert read_regular({b!r}).strip() == {str(len(lines))!r}\n"
+                              f"assert read_regular({a!r}) == {src!r}\n{kept}")
         if variant == "infeasible" and op == "delete":
             # a genuine conflict: the file to delete is one that must never be deleted
             workspace["keep.txt"] = f"{a}\n"

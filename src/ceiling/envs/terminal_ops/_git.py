@@ -3,9 +3,12 @@
 The workspace is a git repository (``.git`` included) whose history holds some bad commits
 among ordinary ones. The agent reverts each bad commit with ``git revert`` — one revert
 commit each, history not rewritten, working tree clean. The hidden tests (``runner:
-sandbox``, they call ``git``) check every file the bad commits touched, that every original
-commit is still an ancestor of ``HEAD``, that each revert commit names the commit it
-reverts, and that no other file moved. The oracle is one ``git revert`` per bad commit,
+subject``) read the repository only through ``subject.git`` — git over a sanitised copy of
+its objects, refs and index with a fresh config, so nothing in the workspace's
+``.git/config`` (fsmonitor, aliases, a promisor remote with its own upload-pack, hooks,
+filters) runs — and the working tree as regular files under ``$WORKSPACE``. They check every
+file the bad commits touched, that every original commit is still an ancestor of ``HEAD``,
+that each revert commit names the commit it reverts, and that no other file moved. The oracle is one ``git revert`` per bad commit,
 newest first; difficulty (1-2, 9-14, 30-34 bad commits) sets the horizon.
 
 Variants: ``train`` lists the bad commits' hashes in ``REVERT.txt``; ``heldout`` names them
@@ -84,32 +87,31 @@ def build_repo(commits: list[tuple[str, str, dict[str, str]]]) -> tuple[dict, li
 
 
 _HELPERS = '''
-import functools
-import subprocess
+_STATE = {}
 
 
-def git(*args):
-    return subprocess.run(["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false",
-                           "-c", "core.hooksPath=/dev/null", "-C", str(WS), *args],
-                          capture_output=True, text=True, timeout=30)
+def git(subject, *args):
+    """git over the grader's sanitised copy of the repository (never the workspace's config)."""
+    return subject.git(*args)
 
 
-@functools.lru_cache(maxsize=None)
-def state():
+def state(subject):
     """(ancestors of HEAD, porcelain status, every commit message) — read once."""
-    return (set(git("rev-list", "HEAD").stdout.split()),
-            git("status", "--porcelain", "--untracked-files=no").stdout,
-            git("log", "--format=%B", "HEAD").stdout)
+    if not _STATE:
+        _STATE["s"] = (set(git(subject, "rev-list", "HEAD").stdout.split()),
+                       git(subject, "status", "--porcelain", "--untracked-files=no").stdout,
+                       git(subject, "log", "--format=%B", "HEAD").stdout)
+    return _STATE["s"]
 
 
-def history_kept():
+def history_kept(subject):
     """No original commit was rewritten away, the tree is clean, other files unchanged."""
-    ancestors, status, _ = state()
+    ancestors, status, _ = state(subject)
     assert ancestors >= set(ORIGINAL), sorted(set(ORIGINAL) - ancestors)
-    assert status == ""
+    assert status == "", status
     for path, text in OTHERS.items():
-        assert (WS / path).read_text() == text, path
-    assert git("diff", "--quiet", "HEAD", "--", *OTHERS).returncode == 0
+        assert read_regular(path) == text, path
+    assert git(subject, "diff", "--quiet", "HEAD", "--", *OTHERS).returncode == 0
 '''
 
 
@@ -166,13 +168,15 @@ class GitRevert(Template):
         others = {p: current[p] for p in other_paths}
         tm = TestModule(helpers=_HELPERS + f"\n\nORIGINAL = {shas!r}\nOTHERS = {others!r}\n")
         for i, (sha, p) in enumerate(zip(bad_shas, bad_paths, strict=True)):
-            tm.add(f"reverted_{i}", f"assert git('show', 'HEAD:{p}').stdout == {base[p]!r}\n"
-                                    f"assert (WS / {p!r}).read_text() == {base[p]!r}\n"
-                                    f"assert 'This reverts commit {sha}' in state()[2]\n"
-                                    "history_kept()")
+            tm.add(f"reverted_{i}",
+                   f"assert git(subject, 'show', 'HEAD:{p}').stdout == {base[p]!r}\n"
+                   f"assert read_regular({p!r}) == {base[p]!r}\n"
+                   f"assert 'This reverts commit {sha}' in state(subject)[2]\n"
+                   "history_kept(subject)", subject=True)
         if variant == "infeasible":
-            tm.add("reverted_listed_ghost", f"assert git('cat-file', '-e', {ghost + '^{commit}'!r})"
-                                            ".returncode == 0\nhistory_kept()")
+            tm.add("reverted_listed_ghost",
+                   f"assert git(subject, 'cat-file', '-e', {ghost + '^{commit}'!r})"
+                   ".returncode == 0\nhistory_kept(subject)", subject=True)
         wrap = (lambda s: retry(s)) if variant == "fault" else (lambda s: s)
         lines = [wrap(f"{_GIT} revert --no-edit {sha}") for sha in reversed(bad_shas)]
         which = ("every commit authored by intern" if heldout
@@ -184,4 +188,4 @@ class GitRevert(Template):
             type(self), variant=variant, instruction=instr, workspace=workspace, tests=tm,
             solution=lines, faults=[transient("git")] if variant == "fault" else [],
             infeasible_reason="REVERT.txt lists a commit that is not in the repository",
-            protected=[] if heldout else ["REVERT.txt"], runner="sandbox", command_timeout_s=60.0)
+            protected=[] if heldout else ["REVERT.txt"], runner="subject", command_timeout_s=60.0)

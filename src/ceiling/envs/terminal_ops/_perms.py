@@ -67,10 +67,10 @@ class PermRepair(Template):
         contents = {p: e.data.decode() for p, e in workspace.items()}
         tm = TestModule(helpers=f"CONTENTS = {contents!r}\n\n\n"
                                 "def mode(path):\n"
-                                "    return (WS / path).stat().st_mode & 0o7777\n\n\n"
+                                "    return regular_file(path).stat().st_mode & 0o7777\n\n\n"
                                 "def unchanged():\n"
                                 "    for path, text in CONTENTS.items():\n"
-                                "        assert (WS / path).read_text() == text, path")
+                                "        assert read_regular(path) == text, path")
         wrong = sorted(p for p, (m, w) in files.items() if m != w)
         for i, path in enumerate(wrong):
             tm.add(f"mode_{i}", f"assert mode({path!r}) == {files[path][1]:#o}, oct(mode({path!r}))\n"

@@ -82,9 +82,9 @@ class LogRotate(Template):
             tm.add(f"rotated_{i}",
                    f"want = {want!r}\n"
                    "for path, text in want.items():\n"
-                   "    assert (WS / path).read_text() == text, path\n"
-                   f"assert not (WS / {gone!r}).exists()\n"
-                   f"assert (WS / {where + '/README.txt'!r}).read_text() == KEEP_README")
+                   "    assert read_regular(path) == text, path\n"
+                   f"assert absent({gone!r})\n"
+                   f"assert read_regular({where + '/README.txt'!r}) == KEEP_README")
         layout = (f"Each service logs to {where}/SVC/SVC.log." if heldout
                   else f"The logs are {where}/*.log.")
         instr = (f"Rotate the logs. {layout} For every log file NAME.log: shift its existing "

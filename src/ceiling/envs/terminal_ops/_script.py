@@ -2,9 +2,11 @@
 
 Each ``scripts/NAME.sh`` summarises ``data/NAME.csv`` into ``out/NAME.txt`` but carries
 injected bugs (a misspelt command, a wrong input path, a missing ``mkdir``, a wrong field
-separator, a misspelt variable). The hidden tests (``runner: sandbox``) feed each script a
-*fresh* input it has never seen and compare its output with the right answer, so hard-coding
-the output does not pass. The oracle fixes each bug with one ``sed`` line and runs each
+separator, a misspelt variable). The hidden tests (``runner: subject``) run each script in
+the grading sandbox through ``subject.run`` (a fresh process as the agent's uid; the tests
+themselves stay in the grader and read the result back as data), feed it a *fresh* input it
+has never seen and compare its output with the right answer, so hard-coding the output does
+not pass. The oracle fixes each bug with one ``sed`` line and runs each
 script once; difficulty (1 script with 1-2 bugs; 3-4 scripts with 2-4; 8-9 with 3-4)
 sets the horizon.
 
@@ -26,6 +28,17 @@ from .._registry import Template, Variant, register
 _SIZES = {1: (1, 1, 1, 2), 2: (3, 4, 2, 4), 3: (8, 9, 3, 4)}  # scripts lo/hi, bugs lo/hi
 _REGIONS = ("north", "south", "east", "west")
 _BUGS = ("typo_cmd", "bad_path", "no_mkdir", "bad_sep", "bad_var")
+
+
+_RUN = '''
+def run(subject, name, folder, csv):
+    """Run folder/name.sh on a fresh data/name.csv in the grading sandbox; its output file."""
+    r = subject.run(f"mkdir -p data && cat > data/{name}.csv && rm -rf out && "
+                    f"sh {folder}/{name}.sh", input=csv.encode(), timeout=20)
+    assert not r.timed_out, f"{folder}/{name}.sh timed out"
+    assert subject.exists(f"out/{name}.txt"), f"out/{name}.txt missing: {r.stderr[-300:]}"
+    return subject.read(f"out/{name}.txt").decode(errors="replace").strip()
+'''
 
 
 def _script(name: str, folder: str, region: str, distinct: bool) -> str:
@@ -75,15 +88,7 @@ class ScriptRepair(Template):
         workspace: dict[str, str] = {}
         lines: list[str] = []
         sed = (lambda s: retry(s)) if variant == "fault" else (lambda s: s)
-        tm = TestModule(helpers='import shutil\nimport subprocess\n\n\n'
-                                'def run(name, folder, csv):\n'
-                                '    (WS / "data").mkdir(exist_ok=True)\n'
-                                '    (WS / "data" / f"{name}.csv").write_text(csv)\n'
-                                '    shutil.rmtree(WS / "out", ignore_errors=True)\n'
-                                '    out = WS / "out" / f"{name}.txt"\n'
-                                '    subprocess.run(["sh", f"{folder}/{name}.sh"], cwd=WS, '
-                                'timeout=20, capture_output=True)\n'
-                                '    return out.read_text().strip()')
+        tm = TestModule(helpers=_RUN)
         for i, name in enumerate(names):
             region = rng.choice(_REGIONS)
             good = _script(name, folder, region, distinct)
@@ -118,11 +123,12 @@ class ScriptRepair(Template):
             hidden = _rows(rng, words, region)
             if variant == "infeasible":
                 # the scripts' real input is gone; only its result could pass
-                tm.add(f"script_{i}", f"assert (WS / 'out' / {name + '.txt'!r}).read_text().strip()"
+                tm.add(f"script_{i}", f"assert read_regular('out/{name}.txt').strip()"
                                       f" == {_answer(rows, region, distinct)!r}")
             else:
-                tm.add(f"script_{i}", f"assert run({name!r}, {folder!r}, {_csv(hidden)!r}) == "
-                                      f"{_answer(hidden, region, distinct)!r}")
+                tm.add(f"script_{i}", f"assert run(subject, {name!r}, {folder!r}, "
+                                      f"{_csv(hidden)!r}) == {_answer(hidden, region, distinct)!r}",
+                       subject=True)
         instr = (f"The shell scripts in {folder}/ are broken: each {folder}/NAME.sh should write "
                  f"a summary of data/NAME.csv to out/NAME.txt, as its comment says. Fix them so "
                  f"that `sh {folder}/NAME.sh` works for any input file, then run each once.")
@@ -131,4 +137,4 @@ class ScriptRepair(Template):
             solution=lines, faults=[transient("sed")] if variant == "fault" else [],
             infeasible_reason="the scripts' input files data/*.csv are missing and cannot be "
                               "recreated, so their summaries cannot be produced",
-            runner="sandbox")
+            runner="subject")
