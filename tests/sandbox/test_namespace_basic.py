@@ -12,7 +12,9 @@ from ceiling.sandbox import ExecResult, LocalSandboxWarning, Sandbox, open_sandb
 
 def test_exec_runs_in_workspace_as_unprivileged_user(sb: Sandbox) -> None:
     r = sb.exec("pwd; id -u; cat a.txt; echo $WORKSPACE")
-    assert r == ExecResult(0, "/workspace\n61000\nhello\n/workspace\n", "", r.duration_s)
+    uid = sb._h.uid  # type: ignore[attr-defined]  # its own uid from the pool (61001..)
+    assert 61000 < uid <= 62000
+    assert r == ExecResult(0, f"/workspace\n{uid}\nhello\n/workspace\n", "", r.duration_s)
 
 
 def test_exec_argv_stdin_env_cwd(sb: Sandbox) -> None:

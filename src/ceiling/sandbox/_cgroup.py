@@ -171,6 +171,47 @@ class Cgroup:
         for d in self.dirs:
             _write(d / "cgroup.procs", str(pid))
 
+    # -- kill-all (owner: the holder's lifecycle; PID 1 is never in these groups) -----------
+    def procs(self) -> set[int]:
+        """Host pids of every process in the sandbox's groups (the spawner and commands)."""
+        out: set[int] = set()
+        for d in self.dirs:
+            try:
+                out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def kill_all(self, wait_s: float = 5.0) -> bool:
+        """SIGKILL every process in the groups until none is left (``cgroup.kill`` on v2, a
+        kill loop over ``cgroup.procs`` on v1, which also catches processes forked while it
+        runs); thaws first, since frozen v1 tasks do not die. True when the groups are
+        empty within ``wait_s``."""
+        try:
+            self.thaw()
+        except OSError:
+            pass
+        for d in self.dirs:
+            if (d / "cgroup.kill").exists():
+                try:
+                    _write(d / "cgroup.kill", "1")
+                except OSError:
+                    pass
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = self.procs()
+            if not left:
+                return True
+            for pid in left:
+                try:
+                    os.kill(pid, 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if time.monotonic() > deadline:
+                log.warning("cgroup %s: processes %s survived SIGKILL", self.dirs, sorted(left))
+                return False
+            time.sleep(0.002)
+
     def remove(self, wait_s: float = 5.0) -> None:
         """Remove the groups once their processes are gone (the kernel reaps them async)."""
         deadline = time.monotonic() + wait_s

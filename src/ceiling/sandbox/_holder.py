@@ -18,9 +18,19 @@ mount, PID, network, IPC and UTS namespaces and forks:
 
 Messages are ``SOCK_SEQPACKET`` datagrams, one ``marshal``-ed dict each (json would cost its
 import at start-up), file descriptors passed with ``SCM_RIGHTS``. Both processes exit when
-their socket closes (the host died); PID 1 also has ``PDEATHSIG`` on the spawner, and the
-kernel then kills the whole PID namespace and frees every mount in it. This file imports
-only the standard library and is one file on purpose: it runs under ``-I -S`` to start fast.
+their socket closes (the host died). PID 1 also notices the spawner's death (``PDEATHSIG``
+= SIGTERM, re-armed after every credential change, and a pipe only the spawner holds open)
+and then shuts down: kills every process of the namespace, thaws and removes the sandbox's
+cgroups (through folder fds opened before ``pivot_root``) and exits; the kernel frees every
+mount. This file imports only the standard library and is one file on purpose: it runs
+under ``-I -S`` to start fast.
+
+Identity and survival (issue 9): commands run as the sandbox's own pool uid (``cfg["uid"]``,
+see ``_uidpool``); the layer store, owned by ``cfg["store_uid"]`` (61000), is mounted
+*id-mapped* so it shows as that uid (``make_userns``/``prepare_store``), with a fall-back to
+61000 where the kernel cannot. PID 1 and the spawner run at ``oom_score_adj`` -1000, every
+command at 0; PID 1 stays out of the sandbox's cgroups (only the spawner and the commands
+are in them), so the memory limit and the OOM killer only ever hit the agent's processes.
 """
 
 import ctypes
@@ -48,6 +58,10 @@ PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_NO_NEW_PRIVS = 1, 15, 38
 SYS = {"x86_64": {"pivot_root": 155}, "aarch64": {"pivot_root": 41}}[os.uname().machine]
 SYS.update(open_tree=428, move_mount=429, mount_setattr=442)
 IPC_RMID = 0
+CLONE_NEWUSER, MOUNT_ATTR_IDMAP, MOUNT_ATTR_NOEXEC = 0x10000000, 0x100000, 0x8
+SYS.update(fsopen=430, fsconfig=431, fsmount=432)
+FSCONFIG_CMD_CREATE = 6
+PDEATH = signal.SIGTERM  # catchable: PID 1 cleans up (cgroups) before it exits
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -192,7 +206,7 @@ def build_root(cfg: dict) -> None:
         trees.append((p, clone_tree(p)))
     trees.append((RUNTIME, clone_tree(cfg["runtime"])))
     etc = _etc(cfg)
-    store = clone_tree(cfg["store"])
+    store = cfg.pop("store_fd", None) or clone_tree(cfg["store"])  # prepare_store: id-mapped
     devs = {d: clone_tree("/dev/" + d, readonly=False, recursive=False)
             for d in ("null", "zero", "full", "random", "urandom", "tty") if os.path.exists("/dev/" + d)}
     new = "/tmp"
@@ -269,6 +283,157 @@ def drop_sysv_ipc() -> None:
                 ctl(ident, IPC_RMID, None)
 
 
+def make_userns(inside: int, outside: int) -> int:
+    """An fd on a new user namespace whose maps are ``0 0 1`` and ``inside outside 1`` (for
+    an id-mapped mount: files owned by ``inside`` show as ``outside``). Must run before
+    ``unshare(CLONE_NEWPID)`` (the helper child's pid must be a host pid). Raises OSError."""
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # holds the namespace until its maps are written and its fd is open
+        try:
+            os.close(r)
+            os.close(w2)
+            os.write(w, b"1" if libc.unshare(CLONE_NEWUSER) == 0 else b"0")
+            os.read(r2, 1)
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.close(r2)
+    try:
+        if os.read(r, 1) != b"1":
+            raise OSError(errno.EPERM, "unshare(CLONE_NEWUSER) failed")
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{pid}/{name}", "w") as f:
+                f.write(f"0 0 1\n{inside} {outside} 1\n")
+        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(r)
+        os.close(w2)
+        os.waitpid(pid, 0)
+
+
+def prepare_store(cfg: dict, userns: int) -> str | None:
+    """Clone the layer store (read-only) into ``cfg["store_fd"]``, id-mapped through
+    ``userns`` so its files (owned by ``cfg["store_uid"]``) show as the sandbox's uid and
+    commands can modify what they copy up. Where that fails (``userns`` < 0, or a kernel or
+    file system without id-mapped mounts) the sandbox falls back to the shared store uid:
+    ``cfg["uid"]``/``cfg["gid"]`` are changed and the reason is returned (a warning)."""
+    fd = clone_tree(cfg["store"])
+    cfg["store_fd"] = fd
+    why = cfg.pop("userns_error", None)
+    if userns >= 0:
+        buf = struct.pack("QQQQ", MOUNT_ATTR_IDMAP, 0, 0, userns)
+        rc = libc.syscall(SYS["mount_setattr"], fd, b"", AT_EMPTY_PATH | AT_RECURSIVE,
+                          ctypes.c_char_p(buf), len(buf))
+        os.close(userns)
+        if rc == 0:
+            return None
+        why = f"id-mapped mount of the layer store failed: {os.strerror(ctypes.get_errno())}"
+    if cfg["uid"] == cfg["store_uid"]:
+        return None
+    cfg["uid"], cfg["gid"] = cfg["store_uid"], cfg["store_gid"]
+    return f"{why or 'no user namespace'}; commands run as the shared uid {cfg['uid']}"
+
+
+def open_mqueue() -> int:
+    """A private, detached mount of this IPC namespace's POSIX message queue file system (an
+    fd, never attached to a path the sandbox sees), so a reset can unlink every queue; -1
+    where the kernel has no mqueue fs or no new mount API."""
+    fs = libc.syscall(SYS["fsopen"], b"mqueue", 1)  # FSOPEN_CLOEXEC
+    if fs < 0:
+        return -1
+    try:
+        if libc.syscall(SYS["fsconfig"], fs, FSCONFIG_CMD_CREATE, None, None, 0) < 0:
+            return -1
+        mnt = libc.syscall(SYS["fsmount"], fs, 1,  # FSMOUNT_CLOEXEC
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
+        if mnt < 0:
+            return -1
+        try:  # the mount fd is an O_PATH one: open its root for listdir/unlink
+            return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=mnt)
+        finally:
+            os.close(mnt)
+    finally:
+        os.close(fs)
+
+
+def drop_mqueues(mq: int) -> None:
+    """Unlink every POSIX message queue (they would outlive ``reset()`` otherwise)."""
+    if mq < 0:
+        return
+    for name in os.listdir(mq):
+        try:
+            os.unlink(name, dir_fd=mq)
+        except FileNotFoundError:
+            pass
+
+
+CGROUPS: list[tuple[int, str]] = []  # (fd of the parent folder, group name), PID 1 only
+_down = False
+
+
+def open_cgroups(paths: list[str]) -> None:
+    """Keep fds on the sandbox's cgroup parents (opened before ``pivot_root``): ``shutdown``
+    removes the groups when the host is gone and cannot."""
+    for p in paths:
+        try:
+            fd = os.open(os.path.dirname(p), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        CGROUPS.append((fd, os.path.basename(p)))
+
+
+def _cg_write(fd: int, name: str, value: bytes) -> None:
+    try:
+        f = os.open(name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return
+    try:
+        os.write(f, value)
+    except OSError:
+        pass
+    finally:
+        os.close(f)
+
+
+def shutdown() -> None:
+    """PID 1's last act when the host or the spawner is gone: thaw the sandbox's groups,
+    kill everything (``cgroup.kill`` reaches the spawner too on cgroup v2; on v1 the spawner
+    exits by itself when its socket closes), remove the groups (waits at most 3 s for them
+    to empty) and exit. The host's ``Holder.stop`` does the same when it is alive."""
+    global _down
+    if _down:
+        os._exit(0)
+    _down = True
+    try:
+        os.setresuid(-1, 0, -1)  # a SIGTERM may land inside file_op
+        os.setresgid(-1, 0, -1)
+    except OSError:
+        pass
+    for fd, name in CGROUPS:
+        _cg_write(fd, f"{name}/freezer.state", b"THAWED")
+        _cg_write(fd, f"{name}/cgroup.freeze", b"0")
+        _cg_write(fd, f"{name}/cgroup.kill", b"1")
+    kill_all()
+    import time
+
+    deadline = time.monotonic() + 3.0
+    left = list(CGROUPS)
+    while left and time.monotonic() < deadline:
+        for fd, name in list(left):
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            left.remove((fd, name))
+        if left:
+            time.sleep(0.005)
+    os._exit(0)
+
+
 def pause_all(stop: bool) -> bool:
     """Freeze fallback (no cgroup freezer): SIGSTOP every process of the namespace but PID 1
     and wait (at most 2 s) until all are stopped, or SIGCONT them all. True when done."""
@@ -338,25 +503,49 @@ def _inside(real: str) -> bool:
     return any(real == r or real.startswith(r + "/") for r in ALLOWED)
 
 
+KINDS = {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
+         stat.S_IFBLK: "block device", stat.S_IFLNK: "symbolic link"}
+
+
+def _not_regular(mode: int) -> dict:
+    kind = KINDS.get(stat.S_IFMT(mode), "special file")
+    return {"errno": errno.EPERM, "msg": f"not a regular file ({kind})"}
+
+
 def file_op(cfg: dict, req: dict, fds: list[int]) -> dict:
-    """read/write as the sandbox user, refusing anything that resolves outside ALLOWED."""
+    """read/write as the sandbox user, refusing anything that resolves outside ALLOWED.
+
+    Never blocks: every open is ``O_NONBLOCK | O_NOFOLLOW`` (a FIFO opens at once or fails
+    with ENXIO, a file another process holds a lease on fails with EWOULDBLOCK instead of
+    waiting for the lease break), and anything that is not a regular file or a directory
+    (FIFO, socket, device) is refused with ``not a regular file (<kind>)`` before any data
+    moves; a write truncates only after that check. A read is refused past ``read_cap``
+    bytes of file size (a sparse file would otherwise pour zeros into the host's memory).
+    The parent-death signal, cleared by the credential changes, is re-armed after each."""
     path = req["path"]
     if not _inside(os.path.normpath(path)):
         return {"errno": errno.EPERM, "msg": "outside /workspace and /tmp"}
     os.setresgid(-1, cfg["gid"], -1)
     os.setresuid(-1, cfg["uid"], -1)
+    flags = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
     try:
         real = os.path.realpath(path)
         if not _inside(real):
             return {"errno": errno.EPERM, "msg": "resolves outside /workspace and /tmp"}
+        try:
+            st = os.lstat(real)
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                return _not_regular(st.st_mode)
+        except FileNotFoundError:
+            if req["op"] == "read":
+                raise
         if req["op"] == "read":
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(real, os.O_RDONLY | flags)
         else:
             os.makedirs(os.path.dirname(real), exist_ok=True)
             if not _inside(os.path.realpath(os.path.dirname(real))):
                 return {"errno": errno.EPERM, "msg": "resolves outside /workspace and /tmp"}
-            fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o644)
+            fd = os.open(real, os.O_WRONLY | os.O_CREAT | flags, 0o644)
         try:
             if not _inside(os.readlink(f"/proc/self/fd/{fd}")):
                 return {"errno": errno.EPERM, "msg": "resolves outside /workspace and /tmp"}
@@ -364,7 +553,13 @@ def file_op(cfg: dict, req: dict, fds: list[int]) -> dict:
             if stat.S_ISDIR(st.st_mode):
                 return {"errno": errno.EISDIR, "msg": "is a directory"}
             if not stat.S_ISREG(st.st_mode):
-                return {"errno": errno.EPERM, "msg": "not a regular file"}
+                return _not_regular(st.st_mode)
+            cap = cfg.get("read_cap", 1 << 30)
+            if req["op"] == "read" and st.st_size > cap:
+                return {"errno": errno.EFBIG, "msg": f"file too large to read ({st.st_size} "
+                        f"bytes, limit {cap}); inspect it with a command"}
+            if req["op"] == "write":
+                os.ftruncate(fd, 0)
             src, dst = (fd, fds[0]) if req["op"] == "read" else (fds[0], fd)
             os.lseek(src, 0, 0)
             while True:
@@ -377,20 +572,32 @@ def file_op(cfg: dict, req: dict, fds: list[int]) -> dict:
             os.close(fd)
         return {"errno": 0}
     except OSError as e:
+        if e.errno == errno.ENXIO:  # a FIFO without reader or a socket, swapped in meanwhile
+            return {"errno": errno.EPERM, "msg": "not a regular file (fifo or socket)"}
+        if e.errno == errno.EWOULDBLOCK:
+            return {"errno": errno.EBUSY, "msg": "another process holds a lease on the file"}
+        if e.errno == errno.ELOOP:
+            return {"errno": errno.EPERM, "msg": "is a symbolic link (not followed)"}
         return {"errno": e.errno or errno.EIO, "msg": e.strerror or str(e)}
     finally:
         os.setresuid(-1, 0, -1)
         os.setresgid(-1, 0, -1)
+        libc.prctl(PR_SET_PDEATHSIG, PDEATH, 0, 0, 0)
 
 
-def _loop(sock: socket.socket, on_msg, on_child) -> None:
-    """Serve ``sock`` until it closes; ``on_child`` runs when SIGCHLD arrived."""
+def _loop(sock: socket.socket, on_msg, on_child, on_eof=None, watch: int = -1,
+          on_watch=None) -> None:
+    """Serve ``sock`` until it closes (then ``on_eof``, default exit); ``on_child`` runs when
+    SIGCHLD arrived; data on ``watch`` (a pipe's read end) goes to ``on_watch``, its hang-up
+    also calls ``on_eof``."""
     rfd, wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wfd)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     poller.register(rfd, select.POLLIN)
+    if watch >= 0:
+        poller.register(watch, select.POLLIN)
     on_child()
     while True:
         try:
@@ -406,11 +613,19 @@ def _loop(sock: socket.socket, on_msg, on_child) -> None:
                     pass
                 on_child()
                 continue
-            try:
-                msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
-            except InterruptedError:
-                continue
+            if fd == watch:
+                data = os.read(watch, 512)
+                if data:
+                    on_watch(data)
+                    continue
+                msg = b""
+            else:
+                try:
+                    msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
+                except InterruptedError:
+                    continue
             if not msg:
+                (on_eof or (lambda: os._exit(0)))()
                 os._exit(0)
             try:
                 on_msg(marshal.loads(msg), fds)
@@ -419,8 +634,21 @@ def _loop(sock: socket.socket, on_msg, on_child) -> None:
                     os.close(f)
 
 
-def serve_init(sock: socket.socket, cfg: dict) -> None:
-    """PID 1: reaps orphans, kills sessions, does file I/O and resets."""
+def serve_init(sock: socket.socket, cfg: dict, life: int = -1, mq: int = -1,
+               spawner_adj: int = -1) -> None:
+    """PID 1: reaps orphans, kills sessions, does file I/O and resets. ``life`` is a pipe
+    only the spawner holds open: its hang-up (the spawner died) shuts the sandbox down, as
+    does the host's socket closing; a byte on it asks PID 1 to put the spawner back to
+    oom_score_adj -1000 (``spawner_adj``: its ``oom_adj`` file, see ``serve_spawner``); ``mq``
+    is the private mqueue mount (``open_mqueue``)."""
+
+    def on_watch(data: bytes) -> None:
+        if spawner_adj >= 0:
+            try:
+                os.write(spawner_adj, b"-17")
+            except OSError:
+                pass
+
 
     def send(obj: dict) -> None:
         sock.send(marshal.dumps(obj))
@@ -445,6 +673,7 @@ def serve_init(sock: socket.socket, cfg: dict) -> None:
             kill_all()
             drop_sysv_ipc()
             try:
+                drop_mqueues(mq)
                 unmount_state()
                 if req.get("lowers") is not None:
                     cfg["lowers"] = req["lowers"]
@@ -453,16 +682,54 @@ def serve_init(sock: socket.socket, cfg: dict) -> None:
             except OSError as e:
                 send({"id": req["id"], "ok": False, "msg": str(e)})
 
-    _loop(sock, on_msg, on_child)
+    _loop(sock, on_msg, on_child, on_eof=shutdown, watch=life, on_watch=on_watch)
 
 
-def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int) -> None:
+def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -1,
+                  life: int = -1) -> None:
     """The spawner: outside the sandbox's PID namespace (so ``kill(-1)`` at reset and the
     commands cannot reach it) but creating its children inside it, in the sandbox's mount,
     network, IPC and UTS namespaces, as the unprivileged sandbox user. Dropping privileges
     once here lets ``subprocess`` use vfork: a fork of this Python process costs ~4-8 ms on
-    the project's VMs, a vfork+exec ~1 ms."""
+    the project's VMs, a vfork+exec ~1 ms.
+
+    OOM: the spawner is in the sandbox's memory cgroup (its children must be, from their
+    first instruction), so it must never be the OOM killer's choice while every command is.
+    Commands inherit the spawner's ``oom_score_adj`` at fork, so the spawner sets *its own*
+    score to the commands' value around each ``Popen`` (race-free: no command ever runs at
+    the spawner's score) and back after. Where the holder may lower scores (CAP_SYS_RESOURCE,
+    ``cfg["cmd_adj"]`` 0): the spawner runs at -1000 with ``oom_score_adj_min`` 0 (a
+    privileged write of 0 sets that floor, the legacy ``oom_adj`` -17 sets -1000 without
+    moving it), raises itself to 0 for the ``Popen`` and PID 1, root, puts it back to -1000
+    when asked through the ``life`` pipe (a byte); commands start at 0 and can never go
+    below 0. Without CAP_SYS_RESOURCE (containers that drop it, ``cmd_adj`` 1000): the
+    spawner stays at 0 and commands start at 1000; a command may lower itself to 0 (the
+    floor), and then competes with the spawner by size (documented in docs/sandbox.md)."""
     import subprocess
+
+    def _self_adj(name: str) -> int:
+        try:
+            return os.open(f"self/{name}", os.O_WRONLY | os.O_CLOEXEC, dir_fd=procfd)
+        except OSError:
+            return -1
+
+    score = _self_adj("oom_score_adj")  # opened as root: writable after the uid drop too
+    protected = not cfg["cmd_adj"]
+    if protected:
+        legacy = _self_adj("oom_adj")
+        for fd, value in ((score, b"0"), (legacy, b"-17")):
+            try:
+                os.write(fd, value)
+            except OSError:
+                protected = False
+        os.close(legacy)
+    up, down = str(cfg["cmd_adj"]).encode(), b"0"
+
+    def adj(value: bytes) -> None:
+        try:
+            os.write(score, value)
+        except OSError:
+            pass
 
     for name, value in cfg["rlimits"].items():
         if name != "RLIMIT_CPU":
@@ -501,6 +768,7 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int) -> None:
         if "big" in req:  # argv/env too large for one datagram: they came in a memfd
             size = os.fstat(fds[3]).st_size
             req.update(marshal.loads(os.pread(fds[3], size, 0)))
+        adj(up)  # the command inherits this score (see the docstring)
         try:
             proc = subprocess.Popen(req["argv"], stdin=fds[0], stdout=fds[1], stderr=fds[2],
                                     cwd=req["cwd"], env=req["env"], close_fds=True,
@@ -511,6 +779,11 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int) -> None:
             os.write(fds[2], f"sandbox: {where}: {e.strerror}\n".encode())
             send({"id": rid, "status": code << 8})
             return
+        finally:
+            if protected:
+                os.write(life, b"r")  # PID 1 (root) puts the spawner back to -1000
+            else:
+                adj(down)
         if cpu:
             try:
                 resource.prlimit(proc.pid, resource.RLIMIT_CPU, (cpu, cpu))
@@ -527,30 +800,62 @@ def main() -> None:
     xsock = socket.socket(fileno=int(sys.argv[2]))
     cfg = marshal.loads(bytes.fromhex(sys.argv[3]))
     os.chdir("/")  # pivot_root moves cwds at the old root; others would pin the old tree
+    try:  # PID 1 and the spawner: never the OOM killer's choice (see serve_spawner)
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("-1000")
+        cfg["cmd_adj"] = 0
+    except OSError:  # no CAP_SYS_RESOURCE (some containers): commands go first instead
+        cfg["cmd_adj"] = 1000
+    userns = -1
+    if cfg.get("store_uid") is not None and cfg["uid"] != cfg["store_uid"]:
+        try:  # before the PID namespace: the helper child's pid must be a host pid
+            userns = make_userns(cfg["store_uid"], cfg["uid"])
+        except OSError as e:
+            cfg["userns_error"] = f"cannot make the store's id-mapping user namespace: {e}"
     netns = cfg.get("netns_fd")  # network_of: join that sandbox's network namespace
     _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
                         | (CLONE_NEWNET if netns is None else 0)), "unshare")
     if netns is not None:
         _check(libc.setns(netns, CLONE_NEWNET), "setns net")
         os.close(netns)
+    life_r, life_w = os.pipe()  # only the spawner holds life_w: PID 1 sees it die
+    spawner = os.getpid()  # this process becomes the spawner after the fork
+    procfd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the host's
     pid = os.fork()
     if pid:
         sock.close()
         os.close(int(sys.argv[5]))
+        os.close(life_r)
+        if userns >= 0:
+            os.close(userns)
         libc.prctl(PR_SET_NAME, b"ceiling-spawn", 0, 0, 0)
-        ready = os.read(int(sys.argv[4]), 1)  # init has pivoted into the sandbox root
-        if ready != b"1":
+        ready = os.read(int(sys.argv[4]), 16)  # init has pivoted: the uid to run commands as
+        if not ready.isdigit():
             os._exit(1)
         os.close(int(sys.argv[4]))
-        serve_spawner(xsock, cfg, pid)
+        cfg["uid"] = cfg["gid"] = int(ready)
+        serve_spawner(xsock, cfg, pid, procfd, life_w)
         os._exit(0)
     xsock.close()
     os.close(int(sys.argv[4]))
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    os.close(life_w)
+    os.close(procfd)
+    spawner_adj = -1  # PID 1 puts the spawner back to -1000 after each spawn (serve_spawner)
+    if not cfg["cmd_adj"]:
+        try:
+            spawner_adj = os.open(f"/proc/{spawner}/oom_adj", os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            pass
+    signal.signal(PDEATH, lambda *_: shutdown())
+    libc.prctl(PR_SET_PDEATHSIG, PDEATH, 0, 0, 0)
     libc.prctl(PR_SET_NAME, b"ceiling-init", 0, 0, 0)
     os.setgroups([])
+    open_cgroups(cfg.get("cgroups", []))
+    warn = mq = None
     try:
         host_pid = int(os.readlink("/proc/self"))  # the host's /proc still shows host pids
+        warn = prepare_store(cfg, userns)
+        mq = open_mqueue()
         libc.sethostname(b"sandbox", 7)
         if netns is None:
             lo_up()
@@ -562,10 +867,11 @@ def main() -> None:
         line = f" (holder line {tb.tb_lineno})" if tb is not None else ""
         sock.send(marshal.dumps({"ready": False, "msg": f"{type(e).__name__}: {e}{line}"}))
         os._exit(1)
-    os.write(int(sys.argv[5]), b"1")
+    os.write(int(sys.argv[5]), str(cfg["uid"]).encode())
     os.close(int(sys.argv[5]))
-    sock.send(marshal.dumps({"ready": True, "host_pid": host_pid}))
-    serve_init(sock, cfg)
+    sock.send(marshal.dumps({"ready": True, "host_pid": host_pid, "uid": cfg["uid"],
+                             "warn": warn, "cmd_adj": cfg["cmd_adj"]}))
+    serve_init(sock, cfg, life_r, mq, spawner_adj)
 
 
 if __name__ == "__main__":

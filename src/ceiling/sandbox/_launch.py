@@ -15,6 +15,7 @@ import atexit
 import marshal
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -23,10 +24,11 @@ from pathlib import Path
 
 from .._errors import SandboxUnavailable
 from . import _runtime as runtime
-from . import _seccomp
-from ._cgroup import Cgroup
+from . import _seccomp, _uidpool
+from ._cgroup import Cgroup, log
 from ._layers import SANDBOX_GID, SANDBOX_UID, LayerStore
 from ._types import Limits
+from ._uidpool import UidLease
 
 HOLDER = str(Path(__file__).with_name("_holder.py"))
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -42,26 +44,59 @@ def namespaces_available() -> str | None:
 
 
 class Holder:
-    """The host's handle on one holder process (everything ``close`` must release)."""
+    """The host's handle on one holder process (everything ``close`` must release): the
+    spawner (``proc``), PID 1 (``host_pid``, with a pidfd so a reused pid is never hit), the
+    cgroups, the pool uid (``uid``; ``lease`` keeps it taken)."""
 
     def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, xsock: socket.socket,
-                 host_pid: int, cgroup: Cgroup | None) -> None:
+                 host_pid: int, cgroup: Cgroup | None, lease: UidLease | None = None,
+                 uid: int = SANDBOX_UID) -> None:
         self.proc, self.sock, self.xsock, self.cgroup = proc, sock, xsock, cgroup
-        self.host_pid = host_pid
+        self.host_pid, self.lease, self.uid = host_pid, lease, uid
+        self.cmd_adj = 0  # the oom_score_adj commands run at (see _holder.serve_spawner)
+        try:
+            self.pidfd = os.pidfd_open(host_pid)
+        except OSError:
+            self.pidfd = -1
+
+    def kill_pid1(self) -> None:
+        if self.pidfd >= 0:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
+                pass
 
     def stop(self) -> None:
+        """Kill everything, whatever state it is in (blocked, stopped, frozen): thaw the
+        cgroup, SIGKILL PID 1 (the kernel then kills its whole PID namespace) and the
+        spawner, SIGKILL whatever is left in the cgroups, wait for PID 1 to be gone, remove
+        the groups, free the uid. Idempotent."""
+        if self.cgroup is not None:
+            try:
+                self.cgroup.thaw()  # frozen tasks (cgroup v1) would not die
+            except (OSError, AttributeError):
+                pass
+        self.kill_pid1()
         try:
             self.proc.kill()
         except ProcessLookupError:
             pass
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.pidfd >= 0:  # readable once PID 1 (so its whole namespace) has exited
+            select.select([self.pidfd], [], [], 10)
+            os.close(self.pidfd)
+            self.pidfd = -1
         self.sock.close()
         self.xsock.close()
         if self.cgroup is not None:
             self.cgroup.remove()
+        if self.lease is not None:
+            self.lease.release()
 
 
 def _netns_fd(host_pid: int) -> int:
@@ -91,6 +126,7 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
     why = namespaces_available()
     if why:
         raise SandboxUnavailable(why, fix="pass backend='local' (no isolation) or run as root")
+    lease = _uidpool.acquire()
     cgroup = Cgroup.create(limits)
     rlimits = {"RLIMIT_FSIZE": limits.max_file_mb << 20, "RLIMIT_CPU": limits.cpu_s,
                "RLIMIT_CORE": 0, "RLIMIT_NOFILE": 4096}
@@ -98,7 +134,9 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
         rlimits["RLIMIT_NPROC"] = limits.max_processes
     if cgroup is None or not cgroup.memory:
         rlimits["RLIMIT_AS"] = limits.memory_mb << 20
-    cfg = {"uid": SANDBOX_UID, "gid": SANDBOX_GID, "disk_mb": limits.disk_mb,
+    cfg = {"uid": lease.uid, "gid": lease.gid, "store_uid": SANDBOX_UID,
+           "store_gid": SANDBOX_GID, "cgroups": [str(d) for d in cgroup.dirs] if cgroup else [],
+           "read_cap": max(limits.disk_mb, limits.max_file_mb) << 20, "disk_mb": limits.disk_mb,
            "inodes": max(4096, limits.disk_mb * 256), "lowers": lowers,
            "store": str(store.root.resolve()), "rlimits": rlimits}
     cfg.update(runtime.current().holder_cfg())  # the allow-listed root (see _runtime)
@@ -110,7 +148,7 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
     xparent, xchild = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ready_r, ready_w = os.pipe()
     keep = (child.fileno(), xchild.fileno(), ready_r, ready_w)
-    extra_fds = () if netfd is None else (netfd,)
+    extra_fds = (lease.fd,) if netfd is None else (netfd, lease.fd)  # holders keep the uid
     try:
         proc = subprocess.Popen([sys.executable, "-I", "-S", HOLDER, *map(str, keep[:2]),
                                  marshal.dumps(cfg).hex(), *map(str, keep[2:])],
@@ -136,16 +174,30 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
         xparent.close()
         if cgroup is not None:
             cgroup.remove()
+        lease.release()
         why = msg.get("msg") or (err[-1] if err else "holder exited")
         raise SandboxUnavailable(f"cannot create the namespace sandbox: {why}",
                                  fix="use backend='local' (no isolation) on this machine")
     assert proc.stderr is not None
     proc.stderr.close()
     parent.settimeout(None)
-    if cgroup is not None:  # the spawner first: commands inherit its groups
+    if cgroup is not None:  # commands inherit the spawner's groups; PID 1 stays out of them
         cgroup.add(proc.pid)
-        cgroup.add(msg["host_pid"])
-    return Holder(proc, parent, xparent, msg["host_pid"], cgroup)
+    if msg.get("warn"):
+        _warn_shared_uid(str(msg["warn"]))
+    h = Holder(proc, parent, xparent, msg["host_pid"], cgroup, lease, int(msg["uid"]))
+    h.cmd_adj = int(msg.get("cmd_adj", 0))
+    return h
+
+
+_warned_uid = False
+
+
+def _warn_shared_uid(why: str) -> None:
+    global _warned_uid
+    if not _warned_uid:
+        _warned_uid = True
+        log.warning("sandbox: %s (sandboxes then share per-uid kernel limits)", why)
 
 
 class HolderPool:

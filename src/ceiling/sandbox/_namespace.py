@@ -62,6 +62,7 @@ from typing import Self
 
 from .._errors import ConfigError, SandboxError, SandboxUnavailable
 from . import _launch, _runtime
+from ._cgroup import Cgroup
 from ._launch import POOL, Holder, namespaces_available, start_holder
 from ._layers import LayerStore, hold, release
 from ._types import WORKDIR, ExecResult, Limits
@@ -69,6 +70,29 @@ from ._types import WORKDIR, ExecResult, Limits
 # PATH of every command: the runtime first (python3, pytest), then the system folders.
 RUN_PATH = (f"{_runtime.INSIDE}/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin"
             ":/sbin")
+
+
+def _kill_session_host(sid: int, cgroup: Cgroup | None) -> None:
+    """SIGKILL, from the host, every process whose session (as the host sees it) is ``sid``:
+    among the sandbox's cgroup or, without a cgroup, every process on the host."""
+    for _ in range(100):
+        found = False
+        for p in cgroup.procs() if cgroup is not None else [int(d) for d in os.listdir("/proc")
+                                                             if d.isdigit()]:
+            try:
+                with open(f"/proc/{p}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != b"Z":
+                found = True
+                try:
+                    os.kill(p, 9)
+                except ProcessLookupError:
+                    pass
+        if not found:
+            return
+        time.sleep(0.001)
 
 
 def _finish(h: Holder, store: LayerStore, stacks: list[list[str]]) -> None:
@@ -236,13 +260,19 @@ class NamespaceSandbox:
                 os.close(fd)
 
     def _kill(self, host_pid: int) -> None:
-        """SIGKILL a command's session; PID 1 needs the pid as its namespace sees it."""
+        """SIGKILL a command's session; PID 1 needs the pid as its namespace sees it. If PID 1
+        does not answer within 5 s (stopped, frozen, gone), the host, root, kills the session
+        itself: a command's timeout always holds."""
         try:
             with open(f"/proc/{host_pid}/status") as f:
                 ns_pid = next(int(line.split()[-1]) for line in f if line.startswith("NSpid:"))
         except (OSError, StopIteration, ValueError):
             return  # it has already gone
-        self._request({"op": "kill", "pid": ns_pid})
+        try:
+            self._request({"op": "kill", "pid": ns_pid}, timeout=5.0)
+        except SandboxError:
+            h = self._holder()
+            _kill_session_host(host_pid, h.cgroup)
 
     def _file(self, op: str, path: str, fd: int, mode: int | None = None) -> None:
         with self._lock:
