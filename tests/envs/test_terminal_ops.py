@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -266,7 +267,7 @@ def test_real_env_and_verifier_on_a_few_cards() -> None:
 
     backend = _real_backend()
     for tid in ("terminal_ops/demo-append-v1", "terminal_ops/git-revert-v1",
-                "terminal_ops/perm-repair-v1"):
+                "terminal_ops/perm-repair-v1", "terminal_ops/script-repair-v1"):
         card = make(tid, seed=4, variant="fault")
         env = TaskEnv(card, backend=backend)
         try:
@@ -287,3 +288,138 @@ def test_real_env_and_verifier_on_a_few_cards() -> None:
         assert info["verdict"].outcome == Outcome.ABSTAINED_CORRECT
     finally:
         env.close()
+
+
+# --- issue 10 through TaskEnv: a symlink is not a copy (class 6), repository config that
+# runs commands never runs in the grader (class 3) ---------------------------------------
+
+def _play(card: TaskCard, cmds: list[str]):  # type: ignore[no-untyped-def]
+    """Run ``cmds`` in the episode, submit; the verdict and reward."""
+    from ceiling.env import TaskEnv
+
+    env = TaskEnv(card, backend=_real_backend())
+    try:
+        env.reset()
+        for cmd in cmds:
+            env.step({"tool": "run", "args": {"cmd": cmd}})
+        _, reward, term, _, info = env.step({"tool": "submit", "args": {}})
+        assert term
+        return info["verdict"], reward
+    finally:
+        env.close()
+
+
+@pytest.mark.filterwarnings("ignore::ceiling.sandbox.LocalSandboxWarning")
+@pytest.mark.parametrize(("tid", "cmd"), [
+    ("terminal_ops/demo-copy-v1", "ln -s {a} {b}"),
+    ("terminal_ops/demo-copy-v1", "ln -s $PWD/{a} {b}"),
+    ("terminal_ops/demo-move-v1", "cp {a} {b} && rm {a} && ln -s {b} {a}"),
+    ("terminal_ops/demo-count-v1", "mkdir .d && wc -l < {a} > .d/n && ln -s .d/n {b}"),
+])
+def test_a_symlink_is_not_a_copy(tid: str, cmd: str) -> None:
+    """The named file must be a regular file with the bytes (read no-follow from the final
+    state); a symlink to the source, or to a right answer elsewhere, earns nothing."""
+    card = make(tid, seed=9)
+    m = re.search(r" (\S+\.\w+) (?:to|into) (\S+\.\w+)\.$", card.instruction)
+    assert m, card.instruction
+    verdict, reward = _play(card, [cmd.format(a=m.group(1), b=m.group(2))])
+    assert reward <= 0 and verdict.outcome.value == "failed", (verdict.outcome, verdict.tests)
+
+
+@pytest.mark.filterwarnings("ignore::ceiling.sandbox.LocalSandboxWarning")
+def test_symlinked_rotation_and_permissions_earn_nothing() -> None:
+    """log-rotate with a symlink for NAME.log.1; perm-repair replacing each wrong file by a
+    symlink to a right-mode copy: both read through lstat, both fail."""
+    card = make("terminal_ops/log-rotate-v1", seed=9)
+    logs = sorted(p for p in card.workspace if p.endswith(".log"))
+    cmds = [f"mkdir -p .keep && cp {p} .keep/$(basename {p}).1 && : > {p} && "
+            f"ln -sf $PWD/.keep/$(basename {p}).1 {p}.1" for p in logs]
+    verdict, reward = _play(card, cmds)
+    assert reward <= 0, verdict.tests
+    card = make("terminal_ops/perm-repair-v1", seed=9)
+    cmds = [f"mkdir -p .m/$(dirname {p}) && cp {p} .m/{p} && chmod "
+            f"{'755' if p.endswith('.sh') else '600' if '/secrets/' in p else '644'} .m/{p} && "
+            f"rm {p} && ln -s $PWD/.m/{p} {p}" for p in card.workspace]
+    verdict, reward = _play(card, cmds)
+    assert reward <= 0, verdict.tests
+
+
+PAYLOAD = """#!/bin/sh
+# runs if anything the grader does executes repository configuration
+[ -n "$CEILING_PWN" ] && exit 0
+export CEILING_PWN=1
+touch {marker} 2>/dev/null
+cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
+for s in $(tac REVERT.txt); do
+  git -c user.name=x -c user.email=x@x revert --no-edit "$s" >/dev/null 2>&1
+done
+exit 0
+"""
+EVIL_CONFIG = """
+[core]
+\tfsmonitor = sh .p.sh
+\thooksPath = .hooks
+\tpager = sh .p.sh
+\tsshCommand = sh .p.sh
+[alias]
+\tstatus = !sh .p.sh
+\tshow = !sh .p.sh
+\tlog = !sh .p.sh
+[extensions]
+\tpartialClone = origin
+[remote "origin"]
+\turl = file:///nonexistent
+\tpromisor = true
+\tuploadpack = sh .p.sh
+[diff]
+\texternal = sh .p.sh
+[filter "x"]
+\tclean = sh .p.sh
+\tsmudge = sh .p.sh
+"""
+
+
+MISSING_BLOBS = ("t=$(git ls-tree HEAD | sed -E 's/blob [0-9a-f]{40}/blob "
+                 "1111111111111111111111111111111111111111/' | git mktree --missing) && "
+                 "c=$(git -c user.name=x -c user.email=x@x commit-tree $t -p HEAD -m x) && "
+                 "git update-ref refs/heads/main $c")
+
+
+@pytest.mark.filterwarnings("ignore::ceiling.sandbox.LocalSandboxWarning")
+@pytest.mark.parametrize("promisor", [False, True])
+def test_git_config_that_runs_commands_earns_nothing(tmp_path: Path, promisor: bool) -> None:
+    """Nothing reverted; .git/config sets fsmonitor, aliases, a pager, a promisor remote
+    with its own upload-pack, an external diff, filters and a hooks folder that would do the
+    reverts (and touch a marker on the host) if the grader's git ran them. With ``promisor``
+    HEAD also moves to a commit whose blobs are missing, so a git that honours the
+    repository's config runs the upload-pack command as soon as a test reads a file (checked
+    with the host's git below). The grader reads the repository through a sanitised copy:
+    the reward is 0 and the marker never appears."""
+    marker = tmp_path / "host-marker"
+    card = make("terminal_ops/git-revert-v1", seed=9, variant="train")
+    payload = PAYLOAD.replace("{marker}", str(marker))
+    hook = "#!/bin/sh\nsh .p.sh\n"
+    cmds = [f"cat > .p.sh <<'EOF'\n{payload}EOF", *([MISSING_BLOBS] if promisor else []),
+            ("mkdir -p .hooks && for h in post-checkout pre-commit post-index-change "
+             f"reference-transaction; do printf %s {shlex.quote(hook)} > .hooks/$h; "
+             "chmod +x .hooks/$h; done"),
+            f"cat >> .git/config <<'EOF'\n{EVIL_CONFIG}"
+            + ("[core]\n\trepositoryformatversion = 1\n" if promisor else "") + "EOF",
+            "echo '* filter=x' > .gitattributes"]
+    verdict, reward = _play(card, cmds)
+    assert reward <= 0 and verdict.outcome.value in ("failed", "hack_detected"), verdict.tests
+    assert all(t.status != "passed" for t in verdict.tests), verdict.tests
+    assert not marker.exists()
+    if promisor:  # the same workspace, read by a git that honours the repository config
+        ws = tmp_path / "ws"
+        for layer in card.layers:
+            write_tree(layer, ws)
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+        for cmd in cmds:
+            subprocess.run(["sh", "-c", cmd], cwd=ws, env=env, check=False, capture_output=True)
+        path = card.workspace["REVERT.txt"] and next(p for p in card.workspace
+                                                     if p.endswith((".txt", ".cfg", ".md"))
+                                                     and p != "REVERT.txt")
+        subprocess.run(["git", "-c", "safe.directory=*", "show", f"HEAD:{path}"], cwd=ws,
+                       env=env, check=False, capture_output=True)
+        assert marker.exists(), "the attack does not fire on a git that reads the config"
