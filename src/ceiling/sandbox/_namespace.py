@@ -29,8 +29,10 @@ Design (chosen by measurement on the project's 2-core machines, see ``docs/sandb
   and the base interpreter's prefix with its site-packages masked. No checkout, venv,
   ``ceiling`` package, layer store or home folder is there (``docs/sandbox.md``).
 - **Limits.** A per-sandbox cgroup (v1 or v2 ``pids`` and ``memory``) bounds fork and memory
-  bombs; without writable cgroups the backend falls back to ``RLIMIT_NPROC`` (shared by all
-  sandboxes, since they share a uid) and ``RLIMIT_AS`` and logs a warning. ``RLIMIT_FSIZE``,
+  bombs; without writable cgroups the backend falls back to ``RLIMIT_NPROC`` (per sandbox:
+  each live sandbox has its own pool uid, :mod:`._uidpool`) and ``RLIMIT_AS`` and logs a
+  warning. PID 1 stays out of the cgroups; it and the spawner are never the OOM killer's
+  choice (``oom_score_adj``, see ``_holder.serve_spawner``). ``RLIMIT_FSIZE``,
   ``RLIMIT_CPU`` and ``RLIMIT_CORE=0`` apply to every command; the writable state (workspace
   upper, ``/tmp``, ``/dev/shm``) is one tmpfs of ``limits.disk_mb``. Output goes to memfds
   read with ``pread`` and capped at ``limits.max_output_bytes``.
@@ -38,13 +40,11 @@ Design (chosen by measurement on the project's 2-core machines, see ``docs/sandb
 What it does **not** isolate (the threat model is in ``docs/sandbox.md``): the allow-listed
 system folders are the host's (readable where world-readable); the kernel is shared (a kernel exploit escapes); there is no seccomp filter, so a command may
 create its own unprivileged user namespace (it gains nothing outside it); CPU time is bounded
-per process (``RLIMIT_CPU``) and by the wall-clock timeout, not shared fairly; sandboxes share
-one uid, so ``RLIMIT_NPROC`` (fallback only) is global; host-side graders reading
+per process (``RLIMIT_CPU``) and by the wall-clock timeout, not shared fairly; where the
+kernel cannot id-map the store, sandboxes fall back to one shared uid; host-side graders reading
 ``host_path()`` must not follow absolute symlinks. Requires root (or CAP_SYS_ADMIN) on the
 host: otherwise :class:`~ceiling._errors.SandboxUnavailable` points at the ``local`` backend.
-The OOM killer picks by size inside the sandbox's memory cgroup (the holder processes are
-small, but nothing pins them); a process that calls ``setsid`` survives its command's
-timeout until ``reset()``.
+A process that calls ``setsid`` survives its command's timeout until ``reset()``.
 """
 
 from __future__ import annotations
