@@ -23,6 +23,7 @@ import ceiling
 from ceiling._errors import ConfigError
 from ceiling._tree import FileEntry
 from ceiling.sandbox import LayerStore, Sandbox, ceiling_home, open_sandbox, runtime
+from ceiling.sandbox._launch import POOL
 from ceiling.sandbox._namespace import namespaces_available
 
 pytestmark = pytest.mark.skipif(namespaces_available() is not None,
@@ -195,8 +196,10 @@ def test_sandbox_paths_are_bound_read_only(tree: dict[str, FileEntry],
         (extra / "bin" / "tool").write_text("#!/bin/sh\necho tool ran\n")
         os.chmod(extra / "bin" / "tool", 0o755)
         os.chmod(extra, 0o755)
+        with open_sandbox([tree]):
+            pass  # leaves a warm holder started without the path: it must not be reused
+        POOL.settle()
         monkeypatch.setenv("CEILING_SANDBOX_PATHS", str(extra))
-        monkeypatch.setenv("CEILING_SANDBOX_POOL", "0")
         with open_sandbox([tree]) as sb:
             r = sb.exec(f"{extra}/bin/tool; touch {extra}/x; echo $?; ls /var")
             assert r.stdout == f"tool ran\n1\n{extra.parent.name}\n", r

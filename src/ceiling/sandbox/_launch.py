@@ -222,7 +222,7 @@ class HolderPool:
         """What a started holder depends on (timeouts and output caps are host-side)."""
         held = limits.model_dump(include={"memory_mb", "max_processes", "max_file_mb",
                                           "disk_mb", "cpu_s"})
-        return f"{store.root.resolve()}\0{sorted(held.items())}\0{runtime.current().path}"
+        return f"{store.root.resolve()}\0{sorted(held.items())}\0{runtime.current().key()}"
 
     def take(self, store: LayerStore, limits: Limits) -> Holder | None:
         """An idle holder (its overlay still over the empty layer), or None."""

@@ -72,6 +72,10 @@ class Runtime:
     masks: tuple[str, ...] = ()
     paths: tuple[str, ...] = field(default=())
 
+    def key(self) -> str:
+        """What a started holder depends on (the warm pool keys on it)."""
+        return json.dumps(self.holder_cfg(), sort_keys=True)
+
     def holder_cfg(self) -> dict[str, object]:
         """The holder's config keys (plain data, marshal-able)."""
         return {"runtime": self.path, "base_prefix": self.base_prefix,
