@@ -369,3 +369,55 @@ def test_commands_are_the_oom_killers_first_choice(sb: Sandbox) -> None:
     lines = cmd.stdout.split()
     assert int(lines[0]) > max(holder) and int(lines[1]) > max(holder)
     assert "rc=0" not in cmd.stdout  # a command can never go below 0 (oom_score_adj_min)
+
+
+# -- the uid pool ------------------------------------------------------------------------------
+
+def test_uid_pool_leases_are_exclusive_across_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ceiling._errors import SandboxUnavailable
+    from ceiling.sandbox import _uidpool
+
+    a = _uidpool.acquire()
+    code = ("import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\ntry:\n"
+            "    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"
+            "except BlockingIOError:\n    print('held')\n")
+    path = f"{_uidpool._lock_dir()}/{a.uid}.lock"
+
+    def probe() -> str:  # another process tries the uid's lock
+        return subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
+                              check=True).stdout
+
+    try:
+        assert probe() == "held\n"
+        monkeypatch.setattr(_uidpool, "POOL_SIZE", 2)
+        monkeypatch.setattr(_uidpool, "POOL_FIRST", a.uid)  # a pool of {a.uid, a.uid + 1}
+        b = _uidpool.acquire()
+        try:
+            assert b.uid == a.uid + 1
+            with pytest.raises(SandboxUnavailable, match="all 2 sandbox uids are in use"):
+                _uidpool.acquire()
+        finally:
+            b.release()
+    finally:
+        a.release()
+    assert probe() == "free\n"
+    assert _uidpool.store_owner(a.uid, a.uid) == (61000, 61000)
+    assert _uidpool.store_owner(0, 0) == (0, 0)
+
+
+def test_without_idmapped_mounts_it_falls_back_to_the_shared_uid(
+        tree: dict,  # type: ignore[type-arg]
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, mounts: str) -> None:
+    from ceiling.sandbox import _launch
+
+    monkeypatch.setattr(_launch, "IDMAP", False)
+    monkeypatch.setattr(_launch, "_warned_uid", False)
+    monkeypatch.setenv("CEILING_SANDBOX_POOL", "0")
+    with caplog.at_level("WARNING", logger="ceiling.sandbox"), open_sandbox([tree]) as sb:
+        assert sb.exec("id -u; stat -c %u a.txt; echo x >> a.txt && echo ok").stdout == \
+            "61000\n61000\nok\n"
+        sb.write("new.txt", b"n")
+        assert sb.read("new.txt") == b"n"
+        fp = Footprint(sb)
+    assert "shared uid 61000" in caplog.text
+    fp.assert_gone(mounts)

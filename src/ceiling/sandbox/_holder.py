@@ -781,7 +781,10 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
             return
         finally:
             if protected:
-                os.write(life, b"r")  # PID 1 (root) puts the spawner back to -1000
+                try:
+                    os.write(life, b"r")  # PID 1 (root) puts the spawner back to -1000
+                except BlockingIOError:
+                    pass  # PID 1 has 64 KiB of requests unread: it will get to them
             else:
                 adj(down)
         if cpu:
@@ -807,7 +810,8 @@ def main() -> None:
     except OSError:  # no CAP_SYS_RESOURCE (some containers): commands go first instead
         cfg["cmd_adj"] = 1000
     userns = -1
-    if cfg.get("store_uid") is not None and cfg["uid"] != cfg["store_uid"]:
+    if cfg.get("store_uid") is not None and cfg["uid"] != cfg["store_uid"] \
+            and "userns_error" not in cfg:
         try:  # before the PID namespace: the helper child's pid must be a host pid
             userns = make_userns(cfg["store_uid"], cfg["uid"])
         except OSError as e:
@@ -830,6 +834,7 @@ def main() -> None:
             os.close(userns)
         libc.prctl(PR_SET_NAME, b"ceiling-spawn", 0, 0, 0)
         ready = os.read(int(sys.argv[4]), 16)  # init has pivoted: the uid to run commands as
+        os.set_blocking(life_w, False)  # a full pipe must never stop a spawn
         if not ready.isdigit():
             os._exit(1)
         os.close(int(sys.argv[4]))

@@ -31,6 +31,7 @@ from ._types import Limits
 from ._uidpool import UidLease
 
 HOLDER = str(Path(__file__).with_name("_holder.py"))
+IDMAP = True  # False: behave as on a kernel without id-mapped mounts (shared uid 61000)
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -139,6 +140,8 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
            "read_cap": max(limits.disk_mb, limits.max_file_mb) << 20, "disk_mb": limits.disk_mb,
            "inodes": max(4096, limits.disk_mb * 256), "lowers": lowers,
            "store": str(store.root.resolve()), "rlimits": rlimits}
+    if not IDMAP:  # tests of the fall-back (a kernel without id-mapped mounts)
+        cfg["userns_error"] = "id-mapped store turned off (_launch.IDMAP)"
     cfg.update(runtime.current().holder_cfg())  # the allow-listed root (see _runtime)
     cfg["seccomp"] = _seccomp.program()  # installed by the spawner on every command
     netfd = None if network_of is None else _netns_fd(network_of)
