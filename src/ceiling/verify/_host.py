@@ -340,7 +340,7 @@ class GradingChannel:
         argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
                 "-c", "safe.directory=*", "-c", "protocol.allow=never",
                 "-c", "core.sshCommand=/bin/false", *args]
-        return self.run(argv, b"", timeout, env, self.inner_ws)
+        return self.run(argv, b"", timeout, env, None)  # cwd: the workspace
 
     def service(self, files: dict[str, bytes], argv: list[str], env: dict[str, str],
                 port: int) -> dict[str, Any]:

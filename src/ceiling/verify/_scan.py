@@ -40,6 +40,32 @@ RC_FILES = frozenset({".bashrc", ".profile", ".bash_profile", ".zshrc", ".envrc"
                       ".pythonstartup", ".env"})
 PYTEST_CONFIGS = frozenset({"pyproject.toml", "setup.cfg", "tox.ini"})
 STDLIB = frozenset(sys.stdlib_module_names) - {"this", "antigravity"}
+#: Module names that load test machinery or run at start-up, besides the standard library.
+MACHINERY = frozenset({"pytest", "_pytest", "pluggy", "py", "conftest", "sitecustomize",
+                       "usercustomize", "iniconfig", "packaging"})
+#: Suffixes of modules that have no readable source.
+BINARY_MODULES = (".pyc", ".pyo", ".so", ".pyd")
+_PATH_LINE = re.compile(r"sys\.path|PYTHONPATH|rootdir|pythonpath")
+_QUOTED = re.compile(r"""["']([A-Za-z0-9_.][A-Za-z0-9_./-]*)["']""")
+
+
+def test_path_dirs(tests: Mapping[str, FileEntry]) -> list[str]:
+    """Workspace folders the hidden tests may put on ``sys.path``: the top level, ``src``,
+    and every relative folder named in a string on a line of the tests that mentions
+    ``sys.path``/``PYTHONPATH`` (``sys.path.insert(0, os.path.join(WS, "lib"))`` -> ``lib``)."""
+    out = {"", "src"}
+    for e in tests.values():
+        for line in e.data.decode(errors="replace").splitlines():
+            if _PATH_LINE.search(line):
+                for m in _QUOTED.findall(line):
+                    p = PurePosixPath(m.strip("/"))
+                    if ".." not in p.parts and p.suffix not in (".py", ".txt"):
+                        out.add(p.as_posix().strip("."))
+    return sorted(out)
+
+
+def _module_name(name: str) -> str:
+    return name.split(".", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +183,39 @@ def _pytest_lines(text: str) -> set[str]:
     return {ln.strip() for ln in text.splitlines() if "pytest" in ln or "addopts" in ln}
 
 
+def _binary_finding(p: str, parts: tuple[str, ...], initial: Snapshot, final: Snapshot,
+                    path_dirs: Sequence[str], protected: Sequence[str]) -> Finding | None:
+    """Bytecode and native modules: in a folder on the tests' ``sys.path`` one that shadows
+    the standard library or the test machinery, or any sourceless ``.pyc``; anywhere, a
+    cached ``.pyc`` of a protected source."""
+    name = parts[-1]
+    folder = "/".join(parts[:-1])
+    if parts[-2:-1] == ("__pycache__",):
+        src = "/".join([*parts[:-2], _module_name(name) + ".py"])
+        if protected and matches_any(src, protected):
+            return Finding("hijack", p, f"bytecode for the protected source {src}")
+        return None
+    if folder not in path_dirs:
+        return None
+    mod = _module_name(name)
+    if mod in STDLIB or mod in MACHINERY:
+        return Finding("hijack", p, f"a binary module shadowing {mod!r}")
+    if name.endswith((".pyc", ".pyo")) and "/".join([*parts[:-1], mod + ".py"]) not in final:
+        return Finding("hijack", p, "a sourceless module (bytecode without its .py) on the "
+                                    "tests' import path")
+    return None
+
+
 def hijack_findings(initial: Snapshot, final: Snapshot, modes: Mapping[str, int], root: Path,
-                    initial_text: Mapping[str, bytes]) -> list[Finding]:
+                    initial_text: Mapping[str, bytes], *,
+                    path_dirs: Sequence[str] = ("", "src"),
+                    protected: Sequence[str] = ()) -> list[Finding]:
     """Planted files that could hijack Python, pytest or the shell, among new or changed
-    paths: hijack names, stdlib-shadowing modules at the top level (or under ``src/``),
-    ``*.pth`` files, PATH wrappers, shell rc files, escaping symlinks, special files and new
-    pytest settings in pyproject.toml / setup.cfg / tox.ini."""
+    paths: hijack names, modules shadowing the standard library or the test machinery in a
+    folder on the tests' import path (``path_dirs``; source, bytecode or native), sourceless
+    bytecode there, cached bytecode of protected sources, ``*.pth`` files, PATH wrappers,
+    shell rc files, escaping symlinks, special files and new pytest settings in
+    pyproject.toml / setup.cfg / tox.ini."""
     out: list[Finding] = []
     for p in changed_paths(initial, final):
         if p not in final:
@@ -179,15 +232,20 @@ def hijack_findings(initial: Snapshot, final: Snapshot, modes: Mapping[str, int]
             if name in HIJACK_NAMES or name.endswith(".pth"):
                 out.append(Finding("hijack", p, "symlinked hijack file"))
             continue
+        folder = "/".join(parts[:-1])
+        binary = name.endswith(BINARY_MODULES) or ".cpython-" in name
         if name in HIJACK_NAMES or name.endswith(".pth"):
             out.append(Finding("hijack", p, "can hijack Python or pytest"))
         elif any(d in HIJACK_DIRS for d in parts[:-1]):
             out.append(Finding("hijack", p, "shadows pytest or its plugins"))
-        elif name.endswith(".py") and (len(parts) == 1 or (len(parts) == 2 and parts[0] == "src")
-                                       ) and pp.stem in STDLIB:
+        elif binary:
+            f = _binary_finding(p, parts, initial, final, path_dirs, protected)
+            if f is not None:
+                out.append(f)
+        elif name.endswith(".py") and folder in path_dirs and pp.stem in STDLIB | MACHINERY:
             out.append(Finding("hijack", p, f"shadows the standard library module {pp.stem!r}"))
-        elif (len(parts) == 2 or (len(parts) == 3 and parts[0] == "src")) and \
-                name == "__init__.py" and parts[-2] in STDLIB:
+        elif name == "__init__.py" and len(parts) >= 2 and "/".join(parts[:-2]) in path_dirs \
+                and parts[-2] in STDLIB | MACHINERY:
             out.append(Finding("hijack", p, f"shadows the standard library package {parts[-2]!r}"))
         elif name in WRAPPER_NAMES and modes.get(p, 0) & 0o111:
             out.append(Finding("wrapper", p, "an executable named after a grader program"))

@@ -128,7 +128,9 @@ class Verifier:
             initial = _scan.tree_snapshot(card.layers)
             snap, modes = _scan.disk_snapshot(root)
             hacks = [*_scan.protected_changes(initial, snap, card.acceptance.protected),
-                     *_scan.hijack_findings(initial, snap, modes, root, {})]
+                     *_scan.hijack_findings(initial, snap, modes, root, {},
+                                            path_dirs=_scan.test_path_dirs(card.tests),
+                                            protected=card.acceptance.protected)]
         except Exception:  # noqa: BLE001, S110 - the state may be gone: nothing to scan
             pass
         why = (f"the final state was rejected: {e}" if rejected else
@@ -160,7 +162,9 @@ class Verifier:
             snap[p] = ("other", "")
         changed = _scan.changed_paths(initial, snap)
         hacks = [*_scan.protected_changes(initial, snap, card.acceptance.protected),
-                 *_scan.hijack_findings(initial, snap, modes, ws, init_text)]
+                 *_scan.hijack_findings(initial, snap, modes, ws, init_text,
+                                        path_dirs=_scan.test_path_dirs(card.tests),
+                                        protected=card.acceptance.protected)]
         suspicious = _scan.trajectory_findings(_scan.history_commands(history))
         detail: dict[str, Any] = {"changed": [_txt(c) for c in changed[:200]],
                                   "hacks": [_txt(h) for h in hacks],
