@@ -58,7 +58,7 @@ def serve(data, env, flag, requests, service_dir=None):
     Returns [[status, body], ...]; an exception becomes [500, "exception: <type>"], an answer
     that is not (int, str) becomes [-1, "malformed answer"]."""
     svc = _service_dir(service_dir)
-    tmp = tempfile.mkdtemp(prefix="ceiling-probe-")
+    tmp = tempfile.mkdtemp()
     root = os.path.join(tmp, "data")
     os.makedirs(root)
     for rel, text in data.items():
