@@ -87,6 +87,10 @@ def test_host_folders_are_not_there(sb: Sandbox) -> None:
         ("/opt/ceiling/runtime/", base + "/"))}
     assert shown <= allowed, shown
     assert r.stdout.endswith("end\n")  # /sys is empty: no host cgroup tree, no devices
+    # PID 1's command line is world-readable: it must not name the checkout or the venv
+    r = sb.exec("cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' ' '")
+    for p in (str(PKG), str(CHECKOUT), os.path.realpath(sys.prefix), sys.executable):
+        assert p not in r.stdout, (p, r.stdout[:500])
 
 
 def test_generator_source_is_nowhere(sb: Sandbox) -> None:

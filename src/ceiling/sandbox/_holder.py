@@ -801,7 +801,11 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     xsock = socket.socket(fileno=int(sys.argv[2]))
-    cfg = marshal.loads(bytes.fromhex(sys.argv[3]))
+    cfg_fd = int(sys.argv[3])  # a memfd: PID 1's argv is readable by the commands
+    cfg = marshal.loads(os.pread(cfg_fd, os.fstat(cfg_fd).st_size, 0))
+    os.close(cfg_fd)
+    if sys.argv[0].startswith("/proc/self/fd/"):  # the script, opened by the host
+        os.close(int(sys.argv[0].rsplit("/", 1)[1]))
     os.chdir("/")  # pivot_root moves cwds at the old root; others would pin the old tree
     try:  # PID 1 and the spawner: never the OOM killer's choice (see serve_spawner)
         with open("/proc/self/oom_score_adj", "w") as f:

@@ -150,12 +150,18 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     xparent, xchild = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     ready_r, ready_w = os.pipe()
+    # The holder's command line is PID 1's, which commands can read (/proc/1/cmdline): it
+    # names no host path they cannot see. The base interpreter (shown in the sandbox anyway;
+    # -I -S needs no venv) runs the script from an fd, and the config comes in a memfd.
+    script = os.open(HOLDER, os.O_RDONLY | os.O_CLOEXEC)
+    cfg_fd = os.memfd_create("ceiling-holder-cfg", os.MFD_CLOEXEC)
+    os.write(cfg_fd, marshal.dumps(cfg))
     keep = (child.fileno(), xchild.fileno(), ready_r, ready_w)
     extra_fds = (lease.fd,) if netfd is None else (netfd, lease.fd)  # holders keep the uid
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", HOLDER, *map(str, keep[:2]),
-                                 marshal.dumps(cfg).hex(), *map(str, keep[2:])],
-                                pass_fds=keep + extra_fds,
+        proc = subprocess.Popen([runtime.base_python(), "-I", "-S", f"/proc/self/fd/{script}",
+                                 *map(str, keep[:2]), str(cfg_fd), *map(str, keep[2:])],
+                                pass_fds=keep + extra_fds + (script, cfg_fd),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, env={"PATH": _PATH})
     finally:
@@ -163,6 +169,8 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
         xchild.close()
         os.close(ready_r)
         os.close(ready_w)
+        os.close(script)
+        os.close(cfg_fd)
         if netfd is not None:
             os.close(netfd)
     parent.settimeout(30)

@@ -147,7 +147,7 @@ def closure(names: Iterable[str]) -> list[md.Distribution]:
     return [seen[k] for k in sorted(seen)]
 
 
-def _base_python() -> str:
+def base_python() -> str:
     """The real path of the base interpreter (what the venv's python links to)."""
     exe = getattr(sys, "_base_executable", None) or sys.executable
     return os.path.realpath(exe)
@@ -338,7 +338,7 @@ def _get(names: tuple[str, ...]) -> Runtime:
         rt = _current.get(key)
         if rt is not None and os.path.isdir(rt.path):
             return rt
-        base = _base_python()
+        base = base_python()
         base_prefix = os.path.realpath(sys.base_prefix)
         if not _under(base, base_prefix):
             raise SandboxError(f"the base interpreter {base} lies outside sys.base_prefix "
@@ -370,5 +370,5 @@ def _get(names: tuple[str, ...]) -> Runtime:
         return rt
 
 
-__all__ = ["DEFAULT_PACKAGES", "INSIDE", "PYTHON", "Runtime", "build", "closure", "current",
-           "env_packages", "sandbox_paths"]
+__all__ = ["DEFAULT_PACKAGES", "INSIDE", "PYTHON", "Runtime", "base_python", "build",
+           "closure", "current", "env_packages", "sandbox_paths"]
