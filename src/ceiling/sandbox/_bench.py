@@ -1,4 +1,8 @@
-"""``ceiling bench sandbox``: reset, exec, checkpoint and fork costs, throughput and leaks.
+"""``ceiling bench sandbox``: reset, exec, checkpoint, freeze and fork costs, throughput, leaks.
+
+``freeze_p50_ms`` is what ``fork()`` (and so the verifier) pays to freeze a 100-file change:
+pause the sandbox (cgroup freezer), copy its upper layer with fd-relative no-follow
+operations into the store, resume it; it excludes starting the new sandbox.
 
 Reset latencies of all sizes are sampled round-robin (so load drift on a shared machine hits
 them alike). Every figure is measured in the same run as its baseline (``cp -a`` of the same workspace for
@@ -32,6 +36,7 @@ from ._types import Limits, Sandbox
 
 Progress = Callable[[str], None]
 CHANGE10 = "for i in 0 1 2 3 4 5 6 7 8 9; do echo $RANDOM > d$i/f$i.txt; done"
+CHANGE100 = "i=0; while [ $i -lt 100 ]; do echo $RANDOM$i > d$((i % 10))/g$i.txt; i=$((i+1)); done"
 
 
 def _tree(n: int) -> dict[str, FileEntry]:
@@ -79,7 +84,7 @@ def _tmpdirs() -> set[str]:
 
 def _cgroups() -> int:
     n = 0
-    for ctl in ("pids", "memory", ""):
+    for ctl in ("pids", "memory", "freezer", ""):
         d = _cgroup.ROOT / ctl / "ceiling" if ctl else _cgroup.ROOT / "ceiling"
         if d.is_dir():
             n += sum(1 for p in d.iterdir() if p.is_dir() and p.name.startswith(f"{os.getpid()}-"))
@@ -181,6 +186,21 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
                     f.close()
                 finally:
                     os.environ.pop("CEILING_SANDBOX_POOL")
+            frz = []  # fork's freeze (pause, no-follow copy, resume) of a 100-file change
+            freeze = getattr(sb, "_freeze", None)
+            for i in range(reps):
+                sb.exec(CHANGE100 + f"; echo freeze{i} > unique.txt")
+                if freeze is None:  # the local backend: its checkpoint is its freeze
+                    t0 = time.perf_counter()
+                    sb.checkpoint()
+                    frz.append(time.perf_counter() - t0)
+                    continue
+                with sb._lock:  # type: ignore[attr-defined]
+                    t0 = time.perf_counter()
+                    flid = freeze(private=True)
+                    frz.append(time.perf_counter() - t0)
+                store.remove_private(flid)
+            out["freeze_p50_ms"] = _ms(statistics.median(frz))
             out["checkpoint_p50_ms"] = _ms(statistics.median(cks))
             out["fork_p50_ms"] = _ms(statistics.median(fks))
             out["fork_cold_p50_ms"] = _ms(statistics.median(cold))
@@ -229,6 +249,7 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
         "reset_max_over_min_le_1.5x": r[big]["p50_ms"] <= 1.5 * r[small]["p50_ms"],
         "copy_over_reset_ge_50x_at_max": r[big]["copy_over_reset"] >= 50,
         "exec_overhead_le_10ms": out["exec_overhead_p50_ms"] <= 10.0,
+        "freeze_p50_le_76ms": out["freeze_p50_ms"] <= 76.0,  # 2x the path-walking copy's 38
         "zero_leaks": all(out["leaks"][k] == 0 for k in ("mounts", "processes", "tmpdirs",
                                                           "cgroups"))
         and out["leaks_inside_after_cycles"]["processes"] == 0,
