@@ -36,10 +36,19 @@ Design (chosen by measurement on the project's 2-core machines, see ``docs/sandb
   ``RLIMIT_CPU`` and ``RLIMIT_CORE=0`` apply to every command; the writable state (workspace
   upper, ``/tmp``, ``/dev/shm``) is one tmpfs of ``limits.disk_mb``. Output goes to memfds
   read with ``pread`` and capped at ``limits.max_output_bytes``.
+- **Freezing** (``checkpoint``, ``fork`` and so the verifier's freeze): the sandbox's
+  processes are stopped (cgroup freezer; SIGSTOP from PID 1 where there is none) and the
+  upper layer is copied through directory fds with ``O_NOFOLLOW`` only
+  (:meth:`LayerStore.put_diff`), so nothing the sandbox controls is ever resolved by the
+  host (the docker-cp symlink race). More file data than ``disk_mb`` (apparent size), a
+  FIFO, socket or device, or too deep a tree raise :class:`~ceiling._errors.StateRejected`
+  and store nothing.
 
 What it does **not** isolate (the threat model is in ``docs/sandbox.md``): the allow-listed
-system folders are the host's (readable where world-readable); the kernel is shared (a kernel exploit escapes); there is no seccomp filter, so a command may
-create its own unprivileged user namespace (it gains nothing outside it); CPU time is bounded
+system folders are the host's (readable where world-readable); the kernel is shared (a kernel exploit escapes); a seccomp filter
+(:mod:`._seccomp`, table there) blocks the syscall families a task never needs (keyrings,
+io_uring, bpf, namespaces, ptrace, vsock and packet sockets...), but a kernel bug in an
+allowed syscall is out of scope; CPU time is bounded
 per process (``RLIMIT_CPU``) and by the wall-clock timeout, not shared fairly; where the
 kernel cannot id-map the store, sandboxes fall back to one shared uid; host-side graders reading
 ``host_path()`` must not follow absolute symlinks. Requires root (or CAP_SYS_ADMIN) on the
