@@ -59,14 +59,15 @@ class Footprint:
         self.agents = sorted(h.cgroup.procs() - {h.proc.pid}) if h.cgroup else []
         self.uid = h.uid
 
-    def assert_gone(self, mounts: str | None = None) -> None:
+    def assert_gone(self, mounts: str | None = None, by_uid: bool = True) -> None:
         everything = self.pids + self.agents
         assert _wait(lambda: not any(_alive(p) for p in everything)), \
             [p for p in everything if _alive(p)]
         assert _wait(lambda: not any(g.exists() for g in self.groups)), self.groups
         if mounts is not None:
             assert Path("/proc/self/mountinfo").read_text() == mounts
-        assert not [p for p in _host_pids() if _uid_of(p) == self.uid and _alive(p)]
+        if by_uid:  # no process of its uid is left (not for the shared 61000: others use it)
+            assert not [p for p in _host_pids() if _uid_of(p) == self.uid and _alive(p)]
 
 
 def _host_pids() -> list[int]:
@@ -420,4 +421,30 @@ def test_without_idmapped_mounts_it_falls_back_to_the_shared_uid(
         assert sb.read("new.txt") == b"n"
         fp = Footprint(sb)
     assert "shared uid 61000" in caplog.text
-    fp.assert_gone(mounts)
+    fp.assert_gone(mounts, by_uid=False)
+
+
+SMALL = ("import time\nopen('/proc/self/oom_score_adj', 'w').write('0')\n"
+         "x = bytearray(3 << 20)\nfor i in range(0, len(x), 4096):\n    x[i] = 1\ntime.sleep(30)\n")
+
+
+def test_oom_among_small_processes_at_the_floor_spares_the_spawner(small: Sandbox) -> None:
+    """The attack that killed the spawner while it lived in the memory cgroup: fill the
+    tmpfs, lower every process to the floor (0) and make them all smaller than the spawner.
+    The spawner is only in the sandbox's memory cgroup while it spawns."""
+    fp = Footprint(small)
+    h = small._h  # type: ignore[attr-defined]
+    memcg = h.cgroup.memory_dir if h.cgroup else None
+    if memcg is None:
+        pytest.skip("no memory cgroup here")
+    small.write("/tmp/small.py", SMALL.encode())
+    r = small.exec("dd if=/dev/zero of=/dev/shm/fill bs=1M count=78 2>/dev/null;"
+                   " echo 0 > /proc/self/oom_score_adj; for i in $(seq 40); do"
+                   " python3 /tmp/small.py & done; sleep 6; echo done", timeout=20)
+    assert "done" in r.stdout and all(_alive(p) for p in fp.pids), r
+    assert h.proc.pid not in {int(x) for x in (memcg / "cgroup.procs").read_text().split()}
+    assert small.exec("echo alive").stdout == "alive\n"
+    small.reset()
+    assert small.read("a.txt") == b"hello\n"
+    r = small.exec(["python3", "-c", "x = [bytearray(8 << 20) for _ in range(100)]"], timeout=60)
+    assert r.exit_code == -9  # commands are still inside the memory limit

@@ -172,6 +172,16 @@ class Cgroup:
             _write(d / "cgroup.procs", str(pid))
 
     # -- kill-all (owner: the holder's lifecycle; PID 1 is never in these groups) -----------
+    @property
+    def memory_dir(self) -> Path | None:
+        """The group that holds the memory limit (the spawner enters it only to spawn)."""
+        if not self.memory:
+            return None
+        for d in self.dirs:
+            if (d / "memory.max").exists() or (d / "memory.limit_in_bytes").exists():
+                return d
+        return None
+
     def procs(self) -> set[int]:
         """Host pids of every process in the sandbox's groups (the spawner and commands)."""
         out: set[int] = set()

@@ -685,16 +685,57 @@ def serve_init(sock: socket.socket, cfg: dict, life: int = -1, mq: int = -1,
     _loop(sock, on_msg, on_child, on_eof=shutdown, watch=life, on_watch=on_watch)
 
 
+def own_memcg(memcg: str, procfd: int) -> str:
+    """This process's memory cgroup folder (cgroup v1 when ``memcg``, the sandbox's, lies
+    under the v1 memory hierarchy, else v2), read from the host's /proc."""
+    v1 = memcg.startswith("/sys/fs/cgroup/memory/")
+    fd = os.open("self/cgroup", os.O_RDONLY | os.O_CLOEXEC, dir_fd=procfd)
+    try:
+        lines = os.read(fd, 65536).decode().splitlines()
+    finally:
+        os.close(fd)
+    for line in lines:
+        _, ctl, path = line.split(":", 2)
+        if (v1 and "memory" in ctl.split(",")) or (not v1 and line.startswith("0::")):
+            return ("/sys/fs/cgroup/memory" if v1 else "/sys/fs/cgroup") + path.rstrip("/")
+    raise OSError(errno.ENOENT, "no memory cgroup in /proc/self/cgroup")
+
+
+def memcg_fds(cfg: dict, procfd: int) -> tuple[int, int]:
+    """``(enter, leave)``: ``cgroup.procs`` of the sandbox's memory-limited group and of the
+    group this process is in now (the host's), opened as root before ``pivot_root``. Writing
+    "0" to one moves the writer there; the kernel checks the *opener's* credentials (Linux
+    5.16+, the CVE-2021-4197 fix), so the spawner can move itself after dropping root while
+    commands, which cannot open these files, cannot. ``(-1, -1)`` when unavailable."""
+    memcg = cfg.get("memcg")
+    if not memcg:
+        return -1, -1
+    enter = leave = -1
+    try:
+        enter = os.open(memcg + "/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        leave = os.open(own_memcg(memcg, procfd) + "/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        return enter, leave
+    except (OSError, ValueError):
+        for fd in (enter, leave):
+            if fd >= 0:
+                os.close(fd)
+        return -1, -1
+
+
 def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -1,
-                  life: int = -1) -> None:
+                  life: int = -1, mem: tuple[int, int] = (-1, -1)) -> None:
     """The spawner: outside the sandbox's PID namespace (so ``kill(-1)`` at reset and the
     commands cannot reach it) but creating its children inside it, in the sandbox's mount,
     network, IPC and UTS namespaces, as the unprivileged sandbox user. Dropping privileges
     once here lets ``subprocess`` use vfork: a fork of this Python process costs ~4-8 ms on
     the project's VMs, a vfork+exec ~1 ms.
 
-    OOM: the spawner is in the sandbox's memory cgroup (its children must be, from their
-    first instruction), so it must never be the OOM killer's choice while every command is.
+    OOM: commands must be in the sandbox's memory cgroup from their first instruction, so
+    the spawner moves *itself* into it for each ``Popen`` and back out to the host's group
+    right after (``mem``, see ``memcg_fds``; 50 µs a pair): between spawns the OOM killer of
+    the sandbox's cgroup cannot pick it whatever the scores. If moving out ever fails it
+    stays in (limits still hold); if moving in fails it refuses to spawn (fail closed).
+    During a spawn it must not be the OOM killer's choice either, while every command is.
     Commands inherit the spawner's ``oom_score_adj`` at fork, so the spawner sets *its own*
     score to the commands' value around each ``Popen`` (race-free: no command ever runs at
     the spawner's score) and back after. Where the holder may lower scores (CAP_SYS_RESOURCE,
@@ -768,6 +809,14 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
         if "big" in req:  # argv/env too large for one datagram: they came in a memfd
             size = os.fstat(fds[3]).st_size
             req.update(marshal.loads(os.pread(fds[3], size, 0)))
+        if outside[0]:
+            try:
+                os.write(moves[0], b"0")  # into the memory-limited group: the child starts there
+                outside[0] = False
+            except OSError as e:
+                os.write(fds[2], f"sandbox: cannot enter the memory cgroup: {e}\n".encode())
+                send({"id": rid, "status": 126 << 8})
+                return
         adj(up)  # the command inherits this score (see the docstring)
         try:
             proc = subprocess.Popen(req["argv"], stdin=fds[0], stdout=fds[1], stderr=fds[2],
@@ -787,6 +836,12 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
                     pass  # PID 1 has 64 KiB of requests unread: it will get to them
             else:
                 adj(down)
+            if moves[1] >= 0:
+                try:
+                    os.write(moves[1], b"0")  # back out: the OOM killer cannot choose it there
+                    outside[0] = True
+                except OSError:
+                    moves[1] = -1  # stay inside from now on (the limits still hold)
         if cpu:
             try:
                 resource.prlimit(proc.pid, resource.RLIMIT_CPU, (cpu, cpu))
@@ -794,6 +849,9 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
                 pass
         running[proc.pid] = (rid, proc)
         send({"id": rid, "pid": proc.pid})
+
+    outside = [False]  # the host puts the spawner in every group at start
+    moves = list(mem)
 
     _loop(sock, on_msg, on_child)
 
@@ -829,26 +887,30 @@ def main() -> None:
     life_r, life_w = os.pipe()  # only the spawner holds life_w: PID 1 sees it die
     spawner = os.getpid()  # this process becomes the spawner after the fork
     procfd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the host's
+    mem = memcg_fds(cfg, procfd)  # (before the host adds this process to the sandbox's)
     pid = os.fork()
     if pid:
         sock.close()
         os.close(int(sys.argv[5]))
         os.close(life_r)
+        os.set_blocking(life_w, False)  # a full pipe must never stop a spawn
         if userns >= 0:
             os.close(userns)
         libc.prctl(PR_SET_NAME, b"ceiling-spawn", 0, 0, 0)
         ready = os.read(int(sys.argv[4]), 16)  # init has pivoted: the uid to run commands as
-        os.set_blocking(life_w, False)  # a full pipe must never stop a spawn
         if not ready.isdigit():
             os._exit(1)
         os.close(int(sys.argv[4]))
         cfg["uid"] = cfg["gid"] = int(ready)
-        serve_spawner(xsock, cfg, pid, procfd, life_w)
+        serve_spawner(xsock, cfg, pid, procfd, life_w, mem)
         os._exit(0)
     xsock.close()
     os.close(int(sys.argv[4]))
     os.close(life_w)
     os.close(procfd)
+    for fd in mem:
+        if fd >= 0:
+            os.close(fd)
     spawner_adj = -1  # PID 1 puts the spawner back to -1000 after each spawn (serve_spawner)
     if not cfg["cmd_adj"]:
         try:

@@ -140,6 +140,9 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
            "read_cap": max(limits.disk_mb, limits.max_file_mb) << 20, "disk_mb": limits.disk_mb,
            "inodes": max(4096, limits.disk_mb * 256), "lowers": lowers,
            "store": str(store.root.resolve()), "rlimits": rlimits}
+    memcg = cgroup.memory_dir if cgroup is not None else None
+    if memcg is not None:  # the spawner stays out of it but to spawn (_holder.memcg_fds)
+        cfg["memcg"] = str(memcg)
     if not IDMAP:  # tests of the fall-back (a kernel without id-mapped mounts)
         cfg["userns_error"] = "id-mapped store turned off (_launch.IDMAP)"
     cfg.update(runtime.current().holder_cfg())  # the allow-listed root (see _runtime)
