@@ -242,6 +242,7 @@ def test_runtime_build_is_atomic_and_shared(tmp_path: Path) -> None:
     import subprocess
 
     env = {**os.environ, "CEILING_HOME": str(tmp_path)}
+    env.pop("CEILING_RUNTIME_DIR", None)
     code = "from ceiling.sandbox import runtime; print(runtime.current().path)"
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
              for _ in range(4)]
@@ -250,3 +251,17 @@ def test_runtime_build_is_atomic_and_shared(tmp_path: Path) -> None:
     built = Path(paths.pop())
     assert [p.name for p in (tmp_path / "runtime").iterdir()] == [built.name]
     assert (built / "pyvenv.cfg").read_text().count("include-system-site-packages = false")
+
+
+def test_runtime_folder_others_can_write_is_refused(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runtime runs in every sandbox: one found in a folder others may write is refused."""
+    from ceiling.sandbox import _runtime
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("CEILING_RUNTIME_DIR", str(shared))
+    monkeypatch.setattr(_runtime, "_current", {})
+    with pytest.raises(ConfigError, match="writable by others"):
+        runtime.current()

@@ -9,7 +9,9 @@ holds ``ceiling``) run through a venv-like folder, the **runtime**, seen inside 
     pyvenv.cfg                           (include-system-site-packages = false)
     lib/python3.X/site-packages/         copies of pytest and its dependencies
 
-:func:`build` makes it once under ``$CEILING_HOME/runtime/<hash>`` (the hash covers the
+:func:`build` makes it once under ``$CEILING_HOME/runtime/<hash>`` (or
+``$CEILING_RUNTIME_DIR/<hash>``: the test suite shares one across its per-test homes; the
+folder must be root's and not writable by others) (the hash covers the
 python version, the base interpreter's path and every copied distribution's name and
 version), offline: the distributions are copied (hard-linked where the file system allows)
 from the ones installed next to ``ceiling``, found with :mod:`importlib.metadata`, with
@@ -35,6 +37,7 @@ import os
 import re
 import shutil
 import site
+import stat
 import sys
 import sysconfig
 import tempfile
@@ -224,45 +227,65 @@ def _scripts_dir() -> str:
     return os.path.realpath(sysconfig.get_paths()["scripts"])
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    """Hard-link ``src`` when its mode is already what the runtime wants (0644 or 0755, so
-    the runtime's chmod never touches the installed file), else copy it."""
-    if os.path.lexists(dst):  # listed twice (RECORD and the bytecode next to a .py)
-        return
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    if os.stat(src).st_mode & 0o7777 in (0o644, 0o755):
-        try:
-            os.link(src, dst)
+class _Copier:
+    """Hard-links files into the runtime (copies where it cannot), one ``stat`` per file
+    and one ``mkdir`` per folder."""
+
+    def __init__(self) -> None:
+        self.dirs: set[str] = set()
+        self.done: set[str] = set()
+
+    def put(self, src: str, dst: str, st: os.stat_result | None = None) -> None:
+        """Hard-link ``src`` when its mode is already what the runtime wants (0644 or 0755,
+        so the runtime's chmod never touches the installed file), else copy it."""
+        if dst in self.done:  # listed twice (RECORD and the bytecode next to a .py)
             return
-        except OSError:
-            pass
-    shutil.copy2(src, dst)
+        self.done.add(dst)
+        d = os.path.dirname(dst)
+        if d not in self.dirs:
+            os.makedirs(d, exist_ok=True)
+            self.dirs.add(d)
+        st = st or os.stat(src)
+        if st.st_mode & 0o7777 in (0o644, 0o755):
+            try:
+                os.link(src, dst)
+                return
+            except OSError:
+                pass
+        shutil.copy2(src, dst)
 
 
-def _copy_dist(dist: md.Distribution, site_dir: str, bin_dir: str) -> None:
+def _copy_dist(dist: md.Distribution, site_dir: str, bin_dir: str, cp: _Copier) -> None:
     """Copy one distribution's files (and their ``__pycache__``) into ``site_dir``; binaries
     it installed into the scripts folder go to ``bin_dir``."""
     scripts = _scripts_dir()
+    tag = sys.implementation.cache_tag
     for f in dist.files or []:
-        src = os.path.realpath(str(dist.locate_file(f)))
+        src = str(dist.locate_file(f))
         rel = str(f)
         if rel.startswith(".."):
+            src = os.path.realpath(src)
             if os.path.dirname(src) == scripts and os.path.isfile(src):
                 with open(src, "rb") as fh:
                     if fh.read(2) != b"#!":  # a binary (ruff, say); scripts are rewritten
-                        _link_or_copy(src, os.path.join(bin_dir, os.path.basename(src)))
+                        cp.put(src, os.path.join(bin_dir, os.path.basename(src)))
             continue
-        if not os.path.isfile(src):
+        try:
+            st = os.stat(src)
+        except OSError:
             continue
-        _link_or_copy(src, os.path.join(site_dir, rel))
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        cp.put(src, os.path.join(site_dir, rel), st)
         if rel.endswith(".py"):  # RECORD may omit the bytecode pip compiled
             d, name = os.path.split(src)
-            cache = os.path.join(d, "__pycache__")
-            tag = f"{name[:-3]}.{sys.implementation.cache_tag}"
-            if os.path.isfile(os.path.join(cache, f"{tag}.pyc")):
-                _link_or_copy(os.path.join(cache, f"{tag}.pyc"),
-                              os.path.join(site_dir, os.path.dirname(rel), "__pycache__",
-                                           f"{tag}.pyc"))
+            pyc = f"{name[:-3]}.{tag}.pyc"
+            dst = os.path.join(site_dir, os.path.dirname(rel), "__pycache__", pyc)
+            if dst not in cp.done:
+                try:
+                    cp.put(os.path.join(d, "__pycache__", pyc), dst)
+                except FileNotFoundError:
+                    cp.done.discard(dst)
 
 
 def _console_scripts(dists: Sequence[md.Distribution], bin_dir: str) -> None:
@@ -298,8 +321,9 @@ def _make(dst: Path, base: str, dists: Sequence[md.Distribution]) -> None:
         fh.write(f"home = {os.path.dirname(base)}\ninclude-system-site-packages = false\n"
                  f"version = {'.'.join(map(str, sys.version_info[:3]))}\n"
                  f"executable = {base}\n")
+    cp = _Copier()
     for dist in dists:
-        _copy_dist(dist, site_dir, bin_dir)
+        _copy_dist(dist, site_dir, bin_dir, cp)
     _console_scripts(dists, bin_dir)
     for dirpath, dirnames, filenames in os.walk(dst):  # readable by every sandbox uid
         os.chmod(dirpath, 0o755)
@@ -333,7 +357,8 @@ def _get(names: tuple[str, ...]) -> Runtime:
     from ._layers import ceiling_home
 
     home = str(ceiling_home())
-    key = (home + "\0" + os.environ.get("CEILING_SANDBOX_PATHS", ""), names)
+    key = (home + "\0" + os.environ.get("CEILING_RUNTIME_DIR", "") + "\0"
+           + os.environ.get("CEILING_SANDBOX_PATHS", ""), names)
     with _lock:
         rt = _current.get(key)
         if rt is not None and os.path.isdir(rt.path):
@@ -344,8 +369,17 @@ def _get(names: tuple[str, ...]) -> Runtime:
             raise SandboxError(f"the base interpreter {base} lies outside sys.base_prefix "
                                f"{base_prefix}", fix="use a standard CPython installation")
         dists = closure(names)
-        root = Path(home) / "runtime"
+        root = Path(os.environ.get("CEILING_RUNTIME_DIR") or Path(home) / "runtime")
         dst = root / _digest(base, dists)
+        try:
+            st = root.stat()
+        except FileNotFoundError:
+            pass
+        else:  # a runtime found there runs in every sandbox: only its owner may have made it
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                raise ConfigError(f"{root} is not owned by this user or is writable by others",
+                                  where="CEILING_RUNTIME_DIR / CEILING_HOME",
+                                  fix=f"chown {os.geteuid()} {root} && chmod go-w {root}")
         if not (dst / "pyvenv.cfg").exists():
             try:
                 root.mkdir(parents=True, exist_ok=True)
