@@ -166,6 +166,8 @@ def _forbidden() -> list[str]:
     if os.path.realpath(sys.prefix) != os.path.realpath(sys.base_prefix):
         out.add(os.path.realpath(sys.prefix))
     for anc in pkg.parents:  # the checkout of an editable install (src/ layout or not)
+        if anc == Path(anc.anchor):
+            break
         if (anc / "pyproject.toml").exists() or (anc / ".git").exists():
             out.add(str(anc))
             break
