@@ -265,3 +265,20 @@ def test_runtime_folder_others_can_write_is_refused(tmp_path: Path,
     monkeypatch.setattr(_runtime, "_current", {})
     with pytest.raises(ConfigError, match="writable by others"):
         runtime.current()
+
+
+def test_no_way_around_the_root(sb: Sandbox) -> None:
+    """File handles, /proc links and the mount table do not reach the host's tree."""
+    code = ("import ctypes, os\nl = ctypes.CDLL(None, use_errno=True)\n"
+            "h = ctypes.create_string_buffer(136)\nh[0:4] = (128).to_bytes(4, 'little')\n"
+            "m = ctypes.c_int()\n"
+            "print(l.name_to_handle_at(-100, b'/usr/bin/env', h, ctypes.byref(m), 0))\n"
+            "print(l.open_by_handle_at(os.open('/usr', os.O_RDONLY), h, 0), ctypes.get_errno())\n")
+    r = sb.exec([sb.python, "-c", code])
+    assert r.stdout.split("\n")[1].split() == ["-1", "1"], r  # EPERM: no CAP_DAC_READ_SEARCH
+    r = sb.exec("ls /proc/1/root/ /proc/1/cwd/ /proc/1/fd/ 2>&1; ls /proc/self/root/../../;"
+                " cd /..; ls; readlink -f /proc/self/root")
+    assert r.stdout.count("Permission denied") == 3, r
+    assert "work" not in r.stdout.split() and "home" not in r.stdout.split()
+    r = sb.exec("cat /proc/self/mountinfo")
+    assert str(CHECKOUT) not in r.stdout and os.path.realpath(sys.prefix) not in r.stdout
