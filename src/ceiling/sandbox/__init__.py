@@ -4,8 +4,11 @@
 ids (a checkpoint id brings its parents), lowest first. Backends:
 
 - ``namespace`` (default; Linux, root): commands run as an unprivileged user in their own
-  mount, PID, network (loopback only), IPC and UTS namespaces over an overlay of the layers;
-  see :mod:`ceiling.sandbox._namespace` for the design and what it does *not* isolate.
+  mount, PID, network (loopback only), IPC and UTS namespaces over an overlay of the layers,
+  seeing an allow-listed root (system folders, a minimal /etc and the *runtime*: python +
+  pytest, ``runtime`` = :mod:`ceiling.sandbox._runtime`), never ceiling nor the host's
+  checkouts; see :mod:`ceiling.sandbox._namespace` for the design and what it does *not*
+  isolate. ``sandbox.python`` is the interpreter to run inside it.
 - ``local``: a temp-dir copy with no isolation; must be asked for by name and warns
   (:class:`LocalSandboxWarning`) on every start.
 
