@@ -199,7 +199,12 @@ def test_sandbox_paths_are_bound_read_only(tree: dict[str, FileEntry],
         (extra / "bin").mkdir()
         (extra / "bin" / "tool").write_text("#!/bin/sh\necho tool ran\n")
         os.chmod(extra / "bin" / "tool", 0o755)
-        os.chmod(extra, 0o755)
+        (extra / "data.txt").write_text("host data\n")
+        os.chmod(extra / "data.txt", 0o666)  # world-writable: only the bind protects it
+        (extra / "secret").write_text("TOPSECRET\n")
+        os.chmod(extra / "secret", 0o600)
+        os.chmod(extra, 0o777)
+        before = digest(extra)
         with open_sandbox([tree]):
             pass  # leaves a warm holder started without the path: it must not be reused
         POOL.settle()
@@ -207,7 +212,11 @@ def test_sandbox_paths_are_bound_read_only(tree: dict[str, FileEntry],
         with open_sandbox([tree]) as sb:
             r = sb.exec(f"{extra}/bin/tool; touch {extra}/x; echo $?; ls /var")
             assert r.stdout == f"tool ran\n1\n{extra.parent.name}\n", r
-        assert not (extra / "x").exists()
+            r = sb.exec(f"cd {extra}; echo pwned > data.txt; echo x >> data.txt; rm -f data.txt;"
+                        " mv bin b2; chmod 777 secret; ln -s /etc/passwd l; cat secret; echo end")
+            assert r.stdout == "end\n" and "TOPSECRET" not in r.stderr, r
+            assert r.stderr.count("Read-only file system") >= 5, r
+        assert digest(extra) == before
     finally:
         import shutil
 
