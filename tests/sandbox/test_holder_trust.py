@@ -365,9 +365,9 @@ def test_oom_in_an_episode_is_a_verdict_not_infra_error() -> None:
 def test_commands_are_the_oom_killers_first_choice(sb: Sandbox) -> None:
     fp = Footprint(sb)
     holder = [int(Path(f"/proc/{p}/oom_score_adj").read_text()) for p in fp.pids]
-    cmd = sb.exec("cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj';"
+    cmd = sb.exec("sleep 0.2; cat /proc/$$/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj';"
                   " echo -1 > /proc/self/oom_score_adj; echo rc=$?")
-    lines = cmd.stdout.split()
+    lines = cmd.stdout.split()  # the command, then a process it forked after its start
     assert int(lines[0]) > max(holder) and int(lines[1]) > max(holder)
     assert "rc=0" not in cmd.stdout  # a command can never go below 0 (oom_score_adj_min)
 

@@ -744,8 +744,12 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
     moving it), raises itself to 0 for the ``Popen`` and PID 1, root, puts it back to -1000
     when asked through the ``life`` pipe (a byte); commands start at 0 and can never go
     below 0. Without CAP_SYS_RESOURCE (containers that drop it, ``cmd_adj`` 1000): the
-    spawner stays at 0 and commands start at 1000; a command may lower itself to 0 (the
-    floor), and then competes with the spawner by size (documented in docs/sandbox.md)."""
+    spawner stays at 0 (raising itself to 1000 while inside the memory cgroup would make it
+    the first victim of an OOM during the spawn) and raises each command to 1000 right
+    after it started; what the command forked before that stays at 0, the floor every
+    command may lower itself to anyway. Residual: during a spawn (inside the memory
+    cgroup, about a millisecond) an OOM can pick the spawner if it is the largest process
+    at score 0 (docs/sandbox.md)."""
     import subprocess
 
     def _self_adj(name: str) -> int:
@@ -764,7 +768,7 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
             except OSError:
                 protected = False
         os.close(legacy)
-    up, down = str(cfg["cmd_adj"]).encode(), b"0"
+    up = str(cfg["cmd_adj"]).encode()
 
     def adj(value: bytes) -> None:
         try:
@@ -817,7 +821,8 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
                 os.write(fds[2], f"sandbox: cannot enter the memory cgroup: {e}\n".encode())
                 send({"id": rid, "status": 126 << 8})
                 return
-        adj(up)  # the command inherits this score (see the docstring)
+        if protected:
+            adj(up)  # the command inherits this score (see the docstring)
         try:
             proc = subprocess.Popen(req["argv"], stdin=fds[0], stdout=fds[1], stderr=fds[2],
                                     cwd=req["cwd"], env=req["env"], close_fds=True,
@@ -834,8 +839,6 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
                     os.write(life, b"r")  # PID 1 (root) puts the spawner back to -1000
                 except BlockingIOError:
                     pass  # PID 1 has 64 KiB of requests unread: it will get to them
-            else:
-                adj(down)
             if moves[1] >= 0:
                 try:
                     os.write(moves[1], b"0")  # back out: the OOM killer cannot choose it there
@@ -845,6 +848,16 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
         if cpu:
             try:
                 resource.prlimit(proc.pid, resource.RLIMIT_CPU, (cpu, cpu))
+            except OSError:
+                pass
+        if not protected:  # best effort: a process it forked first keeps 0 (the floor)
+            try:
+                fd = os.open(f"{proc.pid}/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC,
+                             dir_fd=procfd)
+                try:
+                    os.write(fd, up)
+                finally:
+                    os.close(fd)
             except OSError:
                 pass
         running[proc.pid] = (rid, proc)
