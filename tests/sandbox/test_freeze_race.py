@@ -339,3 +339,34 @@ def test_non_utf8_names_round_trip(box: Sandbox) -> None:
     box.exec("touch more")
     again = box.checkpoint()
     assert box.checkpoint() == again  # the same state freezes to the same id
+
+
+def test_cgroup_freeze_protocols(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """freeze()/thaw() on v2 (cgroup.freeze + cgroup.events) and v1 (freezer.state) files;
+    a freezer that never finishes is thawed again and reported (False)."""
+    from ceiling.sandbox import _cgroup
+    from ceiling.sandbox._cgroup import Cgroup
+
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.freeze").write_text("0")
+    (v2 / "cgroup.events").write_text("populated 1\nfrozen 1\n")
+    cg = Cgroup([v2], True, True)
+    assert cg.can_freeze and cg.freeze(timeout_s=0.5)
+    assert (v2 / "cgroup.freeze").read_text() == "1"
+    cg.thaw()
+    assert (v2 / "cgroup.freeze").read_text() == "0"
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    (v1 / "freezer.state").write_text("THAWED")
+    cg = Cgroup([tmp_path / "pids", v1], True, False)
+    assert cg.freeze(timeout_s=0.5) and (v1 / "freezer.state").read_text() == "FROZEN"
+    cg.thaw()
+    real = _cgroup._write
+    # a kernel that stays FREEZING (a task that never reaches the freezer)
+    monkeypatch.setattr(_cgroup, "_write", lambda path, value: real(
+        path, "FREEZING" if value == "FROZEN" else value))
+    assert cg.freeze(timeout_s=0.05) is False
+    assert (v1 / "freezer.state").read_text() == "THAWED"
+    assert not Cgroup([tmp_path], True, True).can_freeze
+    assert Cgroup([tmp_path], True, True).freeze() is False
