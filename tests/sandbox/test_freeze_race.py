@@ -370,3 +370,29 @@ def test_cgroup_freeze_protocols(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert (v1 / "freezer.state").read_text() == "THAWED"
     assert not Cgroup([tmp_path], True, True).can_freeze
     assert Cgroup([tmp_path], True, True).freeze() is False
+
+
+def test_tree_layers_keep_non_utf8_names(tmp_path: Path) -> None:
+    """The floor's file trees carry any name (surrogateescape str), hash it and write it back
+    as the original bytes; the local backend's checkpoint goes through them."""
+    import warnings
+
+    from ceiling._tree import read_tree, tree_hash
+    from ceiling.sandbox import LocalSandboxWarning
+
+    name = os.fsdecode(b"caf\xe9/\xff\xfe.txt")
+    tree = {name: FileEntry.text("x\n"), "ok.txt": FileEntry.text("y\n"),
+            "l": FileEntry.symlink(os.fsdecode(b"caf\xe9"))}
+    store = LayerStore(tmp_path / "store")
+    lid = store.put_tree(tree)
+    assert os.path.exists(os.path.join(os.fsencode(store.path(lid)), b"caf\xe9", b"\xff\xfe.txt"))
+    back = read_tree(store.path(lid), allow_outside_links=True)
+    assert tree_hash(back) == lid == tree_hash(tree)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalSandboxWarning)
+        with open_sandbox([tree], backend="local", store=store) as sb:
+            sb.exec("echo z > \"$(printf 'z\\377')\"")
+            ck = sb.checkpoint()
+            sb.reset()
+            sb.restore(ck)
+            assert sb.exec("ls | od -An -c | tr -d ' \\n'").stdout.count("377") == 1
