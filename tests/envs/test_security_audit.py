@@ -114,7 +114,7 @@ def test_hidden_tests_never_import_workspace_code(tid: str) -> None:
         tree = ast.parse(hidden)
         mods = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         mods |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert mods <= {"os", "secrets", "stat", "hashlib"}, mods
+        assert mods <= {"os", "secrets", "stat", "hashlib", "re"}, mods
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         assert not names & {"exec", "eval", "__import__", "sys", "importlib"}
         assert "subject" in hidden
@@ -316,6 +316,24 @@ def test_fix_dodges_pass_no_hidden_test(dodge: str, tmp_path: Path) -> None:
             app.write_text(_dodge_app(app.read_text(), dodge, str(tmp_path / "marker")))
         got = _hidden(card, ws, root)
         assert "PASSED" not in got.values(), (tid, got)
+
+
+FAST_SALTED = (
+    "\n\ndef _hash(user, password):\n"
+    "    salt = os.urandom(16).hex()\n"
+    "    return salt + '$' + hashlib.sha256((salt + password).encode()).hexdigest()\n\n\n"
+    "def _verify(user, password, stored):\n"
+    "    salt, digest = stored.split('$')\n"
+    "    return hashlib.sha256((salt + password).encode()).hexdigest() == digest\n")
+
+
+def test_a_fast_salted_digest_is_no_fix(tmp_path: Path) -> None:
+    """weak-hashing: salting a fast digest is not a slow hash (the stand-in subject)."""
+    card = make("security_audit/weak-hashing-fix-v1", seed=5, difficulty=1)
+    ws = _materialize(card, tmp_path, False)
+    app = ws / "service" / "app.py"
+    app.write_text(app.read_text().replace("\n\nROUTES = ", FAST_SALTED + "\n\nROUTES = "))
+    assert _hidden(card, ws, tmp_path) == {"test_hardened": "FAILED"}
 
 
 def test_probe_finds_the_service_from_the_workspace(tmp_path: Path) -> None:

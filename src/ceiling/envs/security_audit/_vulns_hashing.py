@@ -31,8 +31,10 @@ def extra_requests(ctx):
 
 
 def extra_check(ctx, answers):
-    """Salted and slow: equal passwords differ, no fast digest of a known password shows."""
+    """Salted and slow: equal passwords differ, no fast digest of a known password (alone,
+    or with a salt found in the stored value) shows."""
     import hashlib
+    import re
     a, b, pw = _probe_users(ctx)
     (ra, _), (rb, _), (_, listing), (good, _), (bad, _) = answers
     assert ra == 200 and rb == 200, "registering a new user fails"
@@ -45,6 +47,15 @@ def extra_check(ctx, answers):
                 for text in (word, user + word, word + user):
                     digest = hashlib.new(algo, text.encode()).hexdigest()
                     assert digest not in listing, f"a fast {algo} digest of a known password is stored"
+    for user in (a, b):  # slow: no fast digest of salt and password (either order)
+        runs = re.findall(r"[0-9a-f]{16,}", stored[user])
+        for salt in runs:
+            raw = bytes.fromhex(salt) if len(salt) % 2 == 0 else b""
+            for s in {salt.encode(), raw} - {b""}:
+                for text in (s + pw.encode(), pw.encode() + s, s + (user + pw).encode()):
+                    for algo in ("md5", "sha1", "sha256", "sha512"):
+                        digest = hashlib.new(algo, text).hexdigest()
+                        assert digest not in runs, f"a fast salted {algo} digest is stored"
     assert good == 200, "a new user cannot log in with the right password"
     assert bad == 403, "a new user can log in with a wrong password"
 '''
