@@ -157,6 +157,22 @@ def test_race_without_the_freezer_is_still_safe(box: Sandbox, targets: tuple[Pat
     assert_no_secret(LayerStore())
 
 
+def test_race_with_the_sigstop_fallback(box: Sandbox, targets: tuple[Path, Path, str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cgroup freezer: PID 1 stops every process, so the copy sees one moment (no
+    "changed" refusal) and the job runs again afterwards."""
+    from ceiling.sandbox._cgroup import Cgroup
+
+    monkeypatch.setattr(Cgroup, "freeze", lambda self, timeout_s=2.0: False)
+    secret_file, secret_dir, _ = targets
+    start_race(box, secret_file, secret_dir, 120)
+    freeze_many(box, 15)
+    assert_no_secret(LayerStore())
+    py = getattr(box, "python", "python3")
+    states = box.exec(f"ps -eo stat=,args= | grep '{py} /tmp/race.py' | grep -v grep").stdout
+    assert states and not states.startswith("T"), states  # continued after each freeze
+
+
 def test_put_diff_races_a_host_thread(tmp_path: Path, targets: tuple[Path, Path, str]) -> None:
     """put_diff alone, against a thread exchanging entries as fast as it can."""
     import ctypes
