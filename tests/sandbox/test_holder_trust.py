@@ -443,8 +443,30 @@ def test_oom_among_small_processes_at_the_floor_spares_the_spawner(small: Sandbo
                    " python3 /tmp/small.py & done; sleep 6; echo done", timeout=20)
     assert "done" in r.stdout and all(_alive(p) for p in fp.pids), r
     assert h.proc.pid not in {int(x) for x in (memcg / "cgroup.procs").read_text().split()}
-    assert small.exec("echo alive").stdout == "alive\n"
+    r = small.exec("echo alive")  # answered: run, or refused while the memory is full
+    assert r.stdout == "alive\n" or "memory is full" in r.stderr
     small.reset()
     assert small.read("a.txt") == b"hello\n"
     r = small.exec(["python3", "-c", "x = [bytearray(8 << 20) for _ in range(100)]"], timeout=60)
     assert r.exit_code == -9  # commands are still inside the memory limit
+
+
+def test_memcg_kept_full_refuses_spawns_instead_of_losing_the_spawner(small: Sandbox) -> None:
+    """The agent keeps its cgroup at the limit (tmpfs plus a loop of small processes at the
+    lowest score) so that the next spawn itself triggers an OOM while the spawner is inside:
+    the spawner refuses to spawn (126, a clear message) and survives; reset recovers."""
+    fp = Footprint(small)
+    if small._h.cgroup is None or small._h.cgroup.memory_dir is None:  # type: ignore[attr-defined]
+        pytest.skip("no memory cgroup here")
+    small.write("/tmp/small.py", SMALL.replace("3 << 20", "2 << 20").encode())
+    small.write("/tmp/press.sh", b"echo 0 > /proc/self/oom_score_adj; while :; do"
+                b" for i in $(seq 20); do python3 /tmp/small.py & done; sleep 1; done\n")
+    small.exec("dd if=/dev/zero of=/dev/shm/fill bs=1M count=79 2>/dev/null;"
+               " sh /tmp/press.sh >/dev/null 2>&1 & sleep 3", timeout=20)
+    refused = 0
+    for _ in range(20):
+        r = small.exec("echo x", timeout=5)
+        refused += "memory is full" in r.stderr
+    assert refused > 0 and all(_alive(p) for p in fp.pids)
+    small.reset()
+    assert small.exec("echo ok").stdout == "ok\n" and small.read("a.txt") == b"hello\n"

@@ -722,8 +722,27 @@ def memcg_fds(cfg: dict, procfd: int) -> tuple[int, int]:
         return -1, -1
 
 
+SPAWN_HEADROOM = 32 << 20  # free memory a spawn needs (see serve_spawner)
+
+
+def memcg_limit(cfg: dict) -> tuple[int, int]:
+    """``(limit in bytes, fd on memory.stat)`` of the sandbox's memory cgroup, or (0, -1)."""
+    memcg = cfg.get("memcg")
+    if not memcg:
+        return 0, -1
+    for name in ("memory.max", "memory.limit_in_bytes"):
+        try:
+            with open(f"{memcg}/{name}") as f:
+                limit = int(f.read().strip())
+            return limit, os.open(f"{memcg}/memory.stat", os.O_RDONLY | os.O_CLOEXEC)
+        except (OSError, ValueError):
+            continue
+    return 0, -1
+
+
 def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -1,
-                  life: int = -1, mem: tuple[int, int] = (-1, -1)) -> None:
+                  life: int = -1, mem: tuple[int, int] = (-1, -1),
+                  memstat: tuple[int, int] = (0, -1)) -> None:
     """The spawner: outside the sandbox's PID namespace (so ``kill(-1)`` at reset and the
     commands cannot reach it) but creating its children inside it, in the sandbox's mount,
     network, IPC and UTS namespaces, as the unprivileged sandbox user. Dropping privileges
@@ -735,7 +754,11 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
     right after (``mem``, see ``memcg_fds``; 50 µs a pair): between spawns the OOM killer of
     the sandbox's cgroup cannot pick it whatever the scores. If moving out ever fails it
     stays in (limits still hold); if moving in fails it refuses to spawn (fail closed).
-    During a spawn it must not be the OOM killer's choice either, while every command is.
+    During a spawn it must not be the OOM killer's choice either, while every command is:
+    and since an agent can keep its cgroup at the limit on purpose (tmpfs pages plus many
+    small processes at the lowest score) so that the spawn itself triggers the OOM, the
+    spawner refuses to spawn (exit 126, a clear message) while less than
+    ``SPAWN_HEADROOM`` of the limit is free of anonymous and tmpfs memory.
     Commands inherit the spawner's ``oom_score_adj`` at fork, so the spawner sets *its own*
     score to the commands' value around each ``Popen`` (race-free: no command ever runs at
     the spawner's score) and back after. Where the holder may lower scores (CAP_SYS_RESOURCE,
@@ -813,6 +836,13 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
         if "big" in req:  # argv/env too large for one datagram: they came in a memfd
             size = os.fstat(fds[3]).st_size
             req.update(marshal.loads(os.pread(fds[3], size, 0)))
+        free = headroom()
+        if free is not None and free < SPAWN_HEADROOM:
+            os.write(fds[2], f"sandbox: the sandbox's memory is full ({free >> 20} MB free of "
+                     f"{limit >> 20} MB, tmpfs included): a command cannot start; free some "
+                     "(kill a process, delete files in /dev/shm or /tmp) or reset\n".encode())
+            send({"id": rid, "status": 126 << 8})
+            return
         if outside[0]:
             try:
                 os.write(moves[0], b"0")  # into the memory-limited group: the child starts there
@@ -865,6 +895,20 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
 
     outside = [False]  # the host puts the spawner in every group at start
     moves = list(mem)
+    limit, stat_fd = memstat
+
+    def headroom() -> int | None:
+        """The memory limit minus what no reclaim can free (anonymous memory and tmpfs)."""
+        if stat_fd < 0:
+            return None
+        try:
+            vals = dict(line.split(" ", 1) for line in
+                        os.pread(stat_fd, 16384, 0).decode().splitlines())
+            used = sum(int(vals.get(k, vals.get(k2, "0"))) for k, k2 in
+                       (("total_rss", "anon"), ("total_shmem", "shmem")))
+        except (OSError, ValueError):
+            return None
+        return limit - used
 
     _loop(sock, on_msg, on_child)
 
@@ -901,6 +945,7 @@ def main() -> None:
     spawner = os.getpid()  # this process becomes the spawner after the fork
     procfd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the host's
     mem = memcg_fds(cfg, procfd)  # (before the host adds this process to the sandbox's)
+    memstat = memcg_limit(cfg)
     pid = os.fork()
     if pid:
         sock.close()
@@ -915,13 +960,13 @@ def main() -> None:
             os._exit(1)
         os.close(int(sys.argv[4]))
         cfg["uid"] = cfg["gid"] = int(ready)
-        serve_spawner(xsock, cfg, pid, procfd, life_w, mem)
+        serve_spawner(xsock, cfg, pid, procfd, life_w, mem, memstat)
         os._exit(0)
     xsock.close()
     os.close(int(sys.argv[4]))
     os.close(life_w)
     os.close(procfd)
-    for fd in mem:
+    for fd in (*mem, memstat[1]):
         if fd >= 0:
             os.close(fd)
     spawner_adj = -1  # PID 1 puts the spawner back to -1000 after each spawn (serve_spawner)
