@@ -1,13 +1,18 @@
 """``ceiling bench env``: oracle episodes per second and what the verifier costs.
 
 For each card the oracle plays one episode in a :class:`~ceiling.env.TaskEnv`; the
-verifier's own time is read from the verdict (``duration_s``). Next to it, the *bare* test
-run the verifier wraps is timed on the same final state: ``python -m pytest -q`` on the
-hidden tests with WORKSPACE set, no isolation flags, no canaries, no scans, no fork (for
-``runner="sandbox"`` cards it runs inside the episode's sandbox, for ``files`` cards on the
-host). ``verifier_overhead_ratio`` = mean verifier seconds / mean bare seconds, both
-measured in the same run. Throughput (``episodes_per_s``, one episode at a time) and
-episode times exclude the bare runs.
+verifier's own time is read from the verdict (``duration_s``: freeze, copy, scans, the
+hidden tests, lint, milestones). Next to it, the *bare* test run the verifier wraps is timed
+on the same final state: ``python -m pytest -q`` on the hidden tests with WORKSPACE set, no
+isolation flags, no canaries, no scans, no fork. For ``subject``/``files`` cards it runs on
+the host with the subject plugin loaded (``-p ceiling.verify._plugin``, no subject behind
+it, so a ``subject`` call fails at once: the bare run is pytest's own start-up, collection
+and run); for ``inprocess`` cards inside the episode's sandbox with its interpreter.
+
+Figures: ``verifier_s_p50`` (per-episode grading, median), ``bare_pytest_s_p50`` and
+``grading_ratio_p50`` = their ratio (the issue's target: <= 0.3), plus the means and
+``verifier_overhead_ratio`` = mean verifier seconds / mean bare seconds. Throughput
+(``episodes_per_s``, one episode at a time) and episode times exclude the bare runs.
 """
 
 from __future__ import annotations
@@ -46,18 +51,25 @@ def bare_pytest(card: TaskCard, sandbox: Any) -> float:
     """Seconds of a plain ``python -m pytest -q`` of the hidden tests on the current state."""
     root = Path(tempfile.mkdtemp(prefix="ceiling-bare-"))
     try:
-        if card.acceptance.runner == "files" or sandbox.backend == "local":
+        if card.acceptance.runner in ("subject", "files"):
             write_tree(card.tests, root)
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            str(root)], check=False, capture_output=True, cwd=root, timeout=120,
+                            "-p", "ceiling.verify._plugin", str(root)], check=False,
+                           capture_output=True, cwd=root, timeout=120,
                            env={"WORKSPACE": str(sandbox.host_path()), "PATH": "/usr/bin:/bin"})
             return time.perf_counter() - t0
-        for rel, e in card.tests.items():
-            sandbox.write(f"/tmp/bare-tests/{rel}", e.data)
+        where = "/tmp/bare-tests"
+        if sandbox.backend == "local":
+            write_tree(card.tests, root)
+            where = str(root)
+        else:
+            for rel, e in card.tests.items():
+                sandbox.write(f"{where}/{rel}", e.data)
+        python = str(getattr(sandbox, "python", sys.executable))
         t0 = time.perf_counter()
-        sandbox.exec([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                      "/tmp/bare-tests"], timeout=120)
+        sandbox.exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", where],
+                     timeout=120)
         return time.perf_counter() - t0
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -92,13 +104,18 @@ def bench_env(cards: Sequence[TaskCard], *, backend: str = "namespace") -> dict[
     graded = [s for s in verify_s if s > 0]
     mean_v = statistics.fmean(verify_s) if verify_s else 0.0
     mean_bare = statistics.fmean(verifier.bare) if verifier.bare else None
+    p50_v = statistics.median(graded) if graded else None
+    p50_bare = statistics.median(verifier.bare) if verifier.bare else None
     return {
         "backend": backend, "episodes": len(cards), "policy": "scripted:oracle",
         "episodes_per_s": round(len(cards) / wall, 3) if wall else None,
         "episode_s_p50": round(statistics.median(episode_s), 4) if episode_s else None,
         "verifier_s_mean": round(mean_v, 4),
-        "verifier_s_p50": round(statistics.median(graded), 4) if graded else None,
+        "verifier_s_p50": round(p50_v, 4) if p50_v is not None else None,
         "bare_pytest_s_mean": round(mean_bare, 4) if mean_bare is not None else None,
+        "bare_pytest_s_p50": round(p50_bare, 4) if p50_bare is not None else None,
+        "grading_ratio_p50": round(p50_v / p50_bare, 3) if p50_v and p50_bare else None,
+        "runners": sorted({c.acceptance.runner for c in cards}),
         "bare_runs": len(verifier.bare),
         "verifier_overhead_ratio": round(mean_v / mean_bare, 3) if mean_bare else None,
         "outcomes": outcomes, "wall_s": round(wall, 2),

@@ -53,6 +53,43 @@ import _pytest.raises  # noqa: F401
 sys.dont_write_bytecode = True
 
 
+def _warm_up():
+    """One throw-away ``pytest.main`` in the server, so every child starts with pytest's
+    lazy imports, compiled patterns and caches already in memory; then freeze the heap so
+    the children's garbage collections skip it (and its pages stay shared)."""
+    import gc
+    import tempfile
+
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    with tempfile.TemporaryDirectory(prefix="ceiling-warm-") as d:
+        os.mkdir(os.path.join(d, "tests"))
+        with open(os.path.join(d, "tests", "test_ceiling_warm.py"), "w") as f:
+            f.write("import pytest\n\n\n@pytest.mark.parametrize('x', [1, 2])\n"
+                    "def test_w(x, tmp_path):\n    assert [x] == [x]\n\n\n"
+                    "def test_f():\n    assert {'a': 1} == {'a': 2}\n")
+        with open(os.path.join(d, "grader.ini"), "w") as f:
+            f.write("[pytest]\nxfail_strict = true\n")
+        null = os.open(os.devnull, os.O_WRONLY)
+        saved = os.dup(1), os.dup(2)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        try:
+            pytest.main(["-p", "no:cacheprovider", "--noconftest", "-q", "-c",
+                         os.path.join(d, "grader.ini"), "--rootdir", os.path.join(d, "tests"),
+                         "--basetemp", os.path.join(d, "tmp"), os.path.join(d, "tests")])
+        except BaseException:  # noqa: BLE001, S110 - a failed warm-up only costs speed
+            pass
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in (null, *saved):
+                os.close(fd)
+    sys.modules.pop("test_ceiling_warm", None)
+    os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    gc.collect()
+    gc.freeze()
+
+
 class _NoWorkspaceImports:
     """A meta-path finder that refuses modules found under the workspace copy."""
 
@@ -122,6 +159,7 @@ def _child(req, results_fd, channel_fd):
 
 def main():
     ctl = socket.socket(fileno=int(sys.argv[1]))
+    _warm_up()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     while True:
         try:

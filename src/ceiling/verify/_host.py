@@ -397,6 +397,11 @@ def _q(s: str) -> str:
 
 
 # ---------------------------------------------------------------------------- grading
+#: pytest plugins a grading never needs (each costs registration time in every child);
+#: unraisable/thread-exception hooks would also force garbage collections at exit.
+_NO_PLUGINS = [a for p in ("cacheprovider", "unraisableexception", "threadexception",
+                           "pastebin", "junitxml", "doctest", "setuponly", "setupplan",
+                           "stepwise", "debugging") for a in ("-p", f"no:{p}")]
 def _read_until_eof(fd: int, deadline: float) -> tuple[bytes, bool]:
     buf = bytearray()
     while True:
@@ -410,6 +415,8 @@ def _read_until_eof(fd: int, deadline: float) -> tuple[bytes, bool]:
         if not chunk:
             return bytes(buf), False
         buf += chunk
+        if b'"event": "end"' in chunk or b'"event": "end"' in buf[-len(chunk) - 20:]:
+            return bytes(buf), False
         if len(buf) > 64 << 20:
             return bytes(buf), False
 
@@ -443,7 +450,7 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
         env = {"PATH": os.environ.get("PATH", os.defpath), "WORKSPACE": str(workspace),
                "HOME": str(root), "TMPDIR": str(root / "tmp"), "LANG": "C.UTF-8",
                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        args = ["-p", "no:cacheprovider", "--noconftest", "-o", "addopts=", "-q",
+        args = [*_NO_PLUGINS, "--noconftest", "-o", "addopts=", "-q",
                 "-c", f"{root}/grader.ini", "--rootdir", f"{root}/tests", f"{root}/tests"]
         rfd, wfd = os.pipe2(os.O_CLOEXEC)
         mine, theirs = socket.socketpair()

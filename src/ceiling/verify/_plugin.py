@@ -346,6 +346,12 @@ class Recorder:
     def pytest_collection_finish(self, session: Any) -> None:
         self.emit(event="collected", ids=[i.nodeid for i in session.items])
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: Any) -> None:
+        """Every result is in: the verifier stops reading here (pytest's own clean-up after
+        this point, garbage collections included, is not waited for)."""
+        self.emit(event="end", rc=int(session.exitstatus))
+
     def pytest_runtest_logreport(self, report: Any) -> None:
         self.emit(event="test", nodeid=report.nodeid, when=report.when, outcome=report.outcome,
                   xfail=hasattr(report, "wasxfail"),
