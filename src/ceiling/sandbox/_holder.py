@@ -722,7 +722,7 @@ def memcg_fds(cfg: dict, procfd: int) -> tuple[int, int]:
         return -1, -1
 
 
-SPAWN_HEADROOM = 32 << 20  # free memory a spawn needs (see serve_spawner)
+SPAWN_HEADROOM = 32 << 20  # free memory a spawn needs, at most a quarter of the limit
 
 
 def memcg_limit(cfg: dict) -> tuple[int, int]:
@@ -758,7 +758,8 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
     and since an agent can keep its cgroup at the limit on purpose (tmpfs pages plus many
     small processes at the lowest score) so that the spawn itself triggers the OOM, the
     spawner refuses to spawn (exit 126, a clear message) while less than
-    ``SPAWN_HEADROOM`` of the limit is free of anonymous and tmpfs memory.
+    ``SPAWN_HEADROOM`` (at most a quarter) of the limit is free of anonymous and tmpfs
+    memory.
     Commands inherit the spawner's ``oom_score_adj`` at fork, so the spawner sets *its own*
     score to the commands' value around each ``Popen`` (race-free: no command ever runs at
     the spawner's score) and back after. Where the holder may lower scores (CAP_SYS_RESOURCE,
@@ -837,7 +838,7 @@ def serve_spawner(sock: socket.socket, cfg: dict, init_pid: int, procfd: int = -
             size = os.fstat(fds[3]).st_size
             req.update(marshal.loads(os.pread(fds[3], size, 0)))
         free = headroom()
-        if free is not None and free < SPAWN_HEADROOM:
+        if free is not None and free < min(SPAWN_HEADROOM, limit // 4):
             os.write(fds[2], f"sandbox: the sandbox's memory is full ({free >> 20} MB free of "
                      f"{limit >> 20} MB, tmpfs included): a command cannot start; free some "
                      "(kill a process, delete files in /dev/shm or /tmp) or reset\n".encode())
