@@ -186,7 +186,10 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
                     f.close()
                 finally:
                     os.environ.pop("CEILING_SANDBOX_POOL")
-            frz = []  # fork's freeze (pause, no-follow copy, resume) of a 100-file change
+            # fork's freeze (pause, no-follow copy, resume) of a 100-file change, and in the
+            # same iterations the disk's floor for it: shutil.copytree of the same upper
+            # folder into the store's file system (what the old path-walking copy cost)
+            frz, ctree = [], []
             freeze = getattr(sb, "_freeze", None)
             for i in range(reps):
                 sb.exec(CHANGE100 + f"; echo freeze{i} > unique.txt")
@@ -199,8 +202,16 @@ def run_bench(*, backend: str = "namespace", sizes: tuple[int, ...] = (100, 1000
                     t0 = time.perf_counter()
                     flid = freeze(private=True)
                     frz.append(time.perf_counter() - t0)
+                    upper = f"/proc/{sb._holder().host_pid}/root/.ceiling/state/upper"  # type: ignore[attr-defined]
+                    dest = Path(tempfile.mkdtemp(prefix=".bench-", dir=store.root)) / "c"
+                    t0 = time.perf_counter()
+                    shutil.copytree(upper, dest, symlinks=True)
+                    ctree.append(time.perf_counter() - t0)
+                shutil.rmtree(dest.parent)
                 store.remove_private(flid)
             out["freeze_p50_ms"] = _ms(statistics.median(frz))
+            if ctree:
+                out["freeze_copytree_p50_ms"] = _ms(statistics.median(ctree))
             out["checkpoint_p50_ms"] = _ms(statistics.median(cks))
             out["fork_p50_ms"] = _ms(statistics.median(fks))
             out["fork_cold_p50_ms"] = _ms(statistics.median(cold))
