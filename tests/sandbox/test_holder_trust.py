@@ -278,6 +278,8 @@ def test_live_sandboxes_run_as_different_uids(sb: Sandbox, tree: dict) -> None: 
         victim = Footprint(other).agents[0]
         assert sb.exec(f"kill -9 {victim}").exit_code != 0
         assert _alive(victim)
+        # the uid locks are out of reach (the sandbox's /run and /tmp are its own)
+        assert sb.exec("ls /run/ceiling-uids /tmp/ceiling-uids").exit_code != 0
 
 
 def test_inotify_exhaustion_does_not_cross_sandboxes(sb: Sandbox, tree: dict) -> None:  # type: ignore[type-arg]
