@@ -246,7 +246,11 @@ def test_signal_fallback_pauses_and_resumes(box: Sandbox) -> None:
 
 
 def test_sparse_files_past_disk_mb_are_rejected(box: Sandbox) -> None:
+    from ceiling.sandbox._launch import POOL
+
     store = LayerStore()
+    store.empty()  # a warm spare holder being started in the background writes it
+    POOL.settle()
     before_files = store_files(store)
     free = shutil.disk_usage(store.root).free
     # 40 sparse files of 250 MB (under RLIMIT_FSIZE each): 10 GB apparent, ~0 on the tmpfs
@@ -412,3 +416,18 @@ def test_tree_layers_keep_non_utf8_names(tmp_path: Path) -> None:
             sb.reset()
             sb.restore(ck)
             assert sb.exec("ls | od -An -c | tr -d ' \\n'").stdout.count("377") == 1
+
+
+def test_freezing_a_dead_sandbox_is_an_error_not_an_empty_state(box: Sandbox) -> None:
+    """The old path walk of a missing folder froze nothing and called it the final state."""
+    from ceiling._errors import SandboxError
+
+    assert isinstance(box, NamespaceSandbox)
+    box.exec("echo changed > a.txt")
+    h = box._holder()
+    h.proc.kill()
+    h.proc.wait()
+    for freeze in (box.checkpoint, box.fork):
+        with pytest.raises(SandboxError) as e:
+            freeze()
+        assert not isinstance(e.value, StateRejected)

@@ -339,28 +339,41 @@ class NamespaceSandbox:
         """The overlay upper folder as an open fd. Resolved: the holder's root (a magic link)
         then folders only root can change (``/.ceiling`` is 0700 root's, ``state`` and
         ``upper`` are made by PID 1), so nothing the sandbox controls is followed here."""
-        return os.open(f"/proc/{self._holder().host_pid}/root/.ceiling/state/upper",
-                       os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        h = self._holder()
+        try:
+            if h.proc.poll() is not None:  # its PID 1 is gone too, and its pid may be reused
+                raise OSError("the holder has exited")
+            return os.open(f"/proc/{h.host_pid}/root/.ceiling/state/upper",
+                           os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as e:
+            raise SandboxError(f"cannot reach the sandbox's state to freeze it ({e})",
+                               fix="close this sandbox and open a new one") from None
 
     def _pause(self, h: Holder) -> str | None:
         """Stop every process of the sandbox: the cgroup freezer (invisible to them), else
         PID 1 sends SIGSTOP to every process of the namespace (visible: a process the agent
-        stopped itself is continued afterwards). Returns how, or None when neither worked;
-        the copy is then still safe (it follows nothing) but may mix two moments."""
+        stopped itself is continued afterwards). Returns how ("signal?" when PID 1 did not
+        confirm that every process stopped: the copy is then still safe, it follows nothing,
+        but may mix two moments and refuse with StateRejected "changed")."""
         if h.cgroup is not None and h.cgroup.freeze():
             return "cgroup"
         try:
             msg = self._request({"op": "pause", "stop": True}, timeout=10)
-        except SandboxError:
-            return None
-        return "signal" if msg.get("ok") else None
+        except (SandboxError, OSError):  # the holder is gone: _upper() says so
+            return "signal?"
+        return "signal" if msg.get("ok") else "signal?"
 
     def _resume(self, h: Holder, how: str | None) -> None:
-        if how == "cgroup":
-            assert h.cgroup is not None
-            h.cgroup.thaw()
-        elif how == "signal":
-            self._request({"op": "pause", "stop": False}, timeout=10)
+        """Undo :meth:`_pause` (also after a partial SIGSTOP); errors of a dead holder are
+        left to the caller's own error, never raised over it."""
+        try:
+            if how == "cgroup":
+                assert h.cgroup is not None
+                h.cgroup.thaw()
+            elif how in ("signal", "signal?"):
+                self._request({"op": "pause", "stop": False}, timeout=10)
+        except (SandboxError, OSError):
+            pass
 
     def _freeze(self, *, private: bool) -> str:
         """Pause the sandbox, copy its upper layer into the store (fd-relative, no-follow;
