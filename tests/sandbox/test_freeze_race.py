@@ -198,15 +198,25 @@ def test_put_diff_races_a_host_thread(tmp_path: Path, targets: tuple[Path, Path,
     t = threading.Thread(target=swap)
     t.start()
     try:
+        kinds = set()
         for _ in range(300):
             try:
-                store.put_diff(upper, [], private=True)
+                lid = store.put_diff(upper, [], private=True)
             except StateRejected as e:
                 assert e.reason == "changed"
+                kinds.add("refused")
+                continue
+            for name in ("f", "d"):  # whatever it caught, it stored as it was: no follow
+                st = os.lstat(store.path(lid) / name)
+                kinds.add(f"{name}:{stat.S_IFMT(st.st_mode):o}")
+                if stat.S_ISLNK(st.st_mode):
+                    assert os.readlink(store.path(lid) / name) in (str(secret_file),
+                                                                    str(secret_dir))
     finally:
         stop.set()
         t.join()
     assert_no_secret(store)
+    assert len(kinds) >= 3, kinds  # the race really interleaved with the copies
 
 
 def test_sandbox_is_frozen_while_copied(box: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
