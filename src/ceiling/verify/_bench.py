@@ -5,9 +5,9 @@ verifier's own time is read from the verdict (``duration_s``: freeze, copy, scan
 hidden tests, lint, milestones). Next to it, the *bare* test run the verifier wraps is timed
 on the same final state: ``python -m pytest -q`` on the hidden tests with WORKSPACE set, no
 isolation flags, no canaries, no scans, no fork. For ``subject``/``files`` cards it runs on
-the host with the subject plugin loaded (``-p ceiling.verify._plugin``, no subject behind
-it, so a ``subject`` call fails at once: the bare run is pytest's own start-up, collection
-and run); for ``inprocess`` cards inside the episode's sandbox with its interpreter.
+the host with the subject plugin loaded by file (``-p ceiling_grader_plugin``, without
+importing ceiling; no subject behind it, so a ``subject`` call fails at once: the bare run
+is pytest's own start-up, collection and run); for ``inprocess`` cards inside the episode's sandbox with its interpreter.
 
 Figures: ``verifier_s_p50`` (per-episode grading, median), ``bare_pytest_s_p50`` and
 ``grading_ratio_p50`` = their ratio (the issue's target: <= 0.3), plus the means and
@@ -52,12 +52,19 @@ def bare_pytest(card: TaskCard, sandbox: Any) -> float:
     root = Path(tempfile.mkdtemp(prefix="ceiling-bare-"))
     try:
         if card.acceptance.runner in ("subject", "files"):
-            write_tree(card.tests, root)
+            write_tree(card.tests, root / "tests")
+            here = Path(__file__).resolve().parent  # the plugin by file, without ceiling
+            (root / "plugin").mkdir()
+            (root / "plugin" / "ceiling_grader_plugin.py").write_bytes(
+                (here / "_plugin.py").read_bytes())
+            (root / "plugin" / "_subject_server.py").write_bytes(
+                (here / "_subject_server.py").read_bytes())
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "-p", "ceiling.verify._plugin", str(root)], check=False,
+                            "-p", "ceiling_grader_plugin", str(root / "tests")], check=False,
                            capture_output=True, cwd=root, timeout=120,
-                           env={"WORKSPACE": str(sandbox.host_path()), "PATH": "/usr/bin:/bin"})
+                           env={"WORKSPACE": str(sandbox.host_path()), "PATH": "/usr/bin:/bin",
+                                "PYTHONPATH": str(root / "plugin")})
             return time.perf_counter() - t0
         where = "/tmp/bare-tests"
         if sandbox.backend == "local":

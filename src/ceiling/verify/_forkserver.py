@@ -38,6 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _load("ceiling_subject_wire", os.path.join(HERE, "_subject_server.py"))
 PLUGIN = _load("ceiling_grader_plugin", os.path.join(HERE, "_plugin.py"))
 
+import _pytest.config
 import pytest
 from _pytest.config import default_plugins
 
@@ -48,7 +49,7 @@ for _name in default_plugins:  # what pytest.main would import in every child
         pass
 import _pytest.assertion.rewrite
 import _pytest.python
-import _pytest.raises  # noqa: F401
+import _pytest.raises
 
 sys.dont_write_bytecode = True
 
@@ -134,33 +135,86 @@ def _guard(workspace):
     sys.addaudithook(hook)
 
 
-def _child(req, results_fd, channel_fd):
+def _prepare(root, ini):
+    """In a fresh child: the grader folder and pytest's parsed configuration, ahead of time."""
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.set_inheritable(results_fd, False)
-    if channel_fd is not None:
-        os.set_inheritable(channel_fd, False)
-    os.chdir(req["root"])
+    os.chdir(root)
     out = os.open("output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
     os.dup2(out, 2)
     os.close(out)
+    rec = PLUGIN.Recorder(-1)
+    config = _pytest.config._prepareconfig(list(ARGS), plugins=[rec, PLUGIN])
+    return rec, config
+
+
+def _run(rec, config, results_fd, channel_fd):
+    """The request arrived: wait for the verifier's go (tests written), then run."""
+    os.set_inheritable(results_fd, False)
+    os.set_inheritable(channel_fd, False)
+    with os.fdopen(os.dup(channel_fd), "rb") as f:
+        go = json.loads(f.readline(1 << 20) or b"{}")
+    if not go:
+        return
     os.environ.clear()
-    os.environ.update(req["env"])
-    PLUGIN.configure(channel_fd, req["workspace"])
-    rec = PLUGIN.Recorder(results_fd)
+    os.environ.update(go["env"])
+    PLUGIN.configure(channel_fd, go["workspace"])
+    rec.fd = results_fd
     rec.emit(event="start")
-    _guard(req["workspace"])
-    rc = pytest.main(req["args"], plugins=[rec, PLUGIN])
-    rec.emit(event="end", rc=int(rc))
+    _guard(go["workspace"])
+    try:
+        rc = config.hook.pytest_cmdline_main(config=config)
+    finally:
+        rec.emit(event="end", rc=-1)
     sys.stdout.flush()
     sys.stderr.flush()
+    return rc
+
+
+def _ready_child(ini):
+    """Fork a child that prepares a grading and waits for its request; (pid, root, sock)."""
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="ceiling-grade-")
+    os.mkdir(os.path.join(root, "tests"), 0o700)
+    os.mkdir(os.path.join(root, "tmp"), 0o700)
+    with open(os.path.join(root, "grader.ini"), "w") as f:
+        f.write(ini)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            mine.close()
+            rec, config = _prepare(root, ini)
+            _data, fds, _f, _a = socket.recv_fds(theirs, 16, 4)
+            theirs.close()
+            if len(fds) == 2:
+                _run(rec, config, fds[0], fds[1])
+            else:
+                import shutil
+
+                shutil.rmtree(root, ignore_errors=True)
+        except BaseException:  # noqa: BLE001 - the child must never return into the loop
+            code = 70
+        finally:
+            os._exit(code)
+    theirs.close()
+    return pid, root, mine
+
+
+ARGS = []
 
 
 def main():
     ctl = socket.socket(fileno=int(sys.argv[1]))
+    boot = json.loads(sys.argv[2])
+    ARGS.extend(boot["args"])
     _warm_up()
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    ready = _ready_child(boot["ini"])
     while True:
         try:
             data, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 20, 4)
@@ -168,20 +222,16 @@ def main():
             continue
         if not data:
             return
-        req = json.loads(data)
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                ctl.close()
-                _child(req, fds[0], fds[1] if len(fds) > 1 else None)
-            except BaseException:  # noqa: BLE001 - the child must never return into the loop
-                code = 70
-            finally:
-                os._exit(code)
+        pid, root, sock = ready
+        try:
+            socket.send_fds(sock, [b"go"], fds)
+        except OSError:
+            pid = -1
+        sock.close()
         for fd in fds:
             os.close(fd)
-        ctl.send(json.dumps({"pid": pid}).encode())
+        ctl.send(json.dumps({"pid": pid, "root": root}).encode())
+        ready = _ready_child(boot["ini"])
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -126,6 +125,14 @@ def copy_nofollow(src: Path, dst: Path, *, max_bytes: int = MAX_COPY_BYTES) -> l
 
 
 # ---------------------------------------------------------------------------- fork server
+#: pytest plugins a grading never needs (each costs registration time in every child);
+#: unraisable/thread-exception hooks would also force garbage collections at exit.
+_NO_PLUGINS = [a for p in ("cacheprovider", "unraisableexception", "threadexception",
+                           "pastebin", "junitxml", "doctest", "setuponly", "setupplan",
+                           "stepwise", "debugging") for a in ("-p", f"no:{p}")]
+#: pytest's arguments, relative to the grader folder (the fork server parses them ahead).
+GRADER_ARGS = [*_NO_PLUGINS, "--noconftest", "-o", "addopts=", "-q", "-c", "grader.ini",
+               "--rootdir", "tests", "tests"]
 class ForkServer:
     """One ``python -I _forkserver.py`` per verifier process (see :mod:`._forkserver`)."""
 
@@ -138,26 +145,30 @@ class ForkServer:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         os.set_inheritable(theirs.fileno(), True)
         env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
+        boot = json.dumps({"args": GRADER_ARGS, "ini": INI})
         self._proc = subprocess.Popen(
-            [sys.executable, "-I", str(HERE / "_forkserver.py"), str(theirs.fileno())],
+            [sys.executable, "-I", str(HERE / "_forkserver.py"), str(theirs.fileno()), boot],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))
         theirs.close()
         self._sock = mine
 
-    def spawn(self, req: dict[str, Any], fds: list[int]) -> int:
-        """Fork a grading child; returns its pid."""
+    def spawn(self, fds: list[int]) -> tuple[int, Path]:
+        """Hand the prepared grading child its results pipe and channel; returns its pid and
+        its grader folder (write the tests there, then send the go line on the channel)."""
         with self._lock:
             for attempt in (0, 1):
                 if self._proc is None or self._proc.poll() is not None:
                     self._start()
                 assert self._sock is not None
                 try:
-                    socket.send_fds(self._sock, [json.dumps(req).encode()], fds)
-                    self._sock.settimeout(60)
+                    socket.send_fds(self._sock, [b"grade"], fds)
+                    self._sock.settimeout(120)
                     data = self._sock.recv(4096)
                     if data:
-                        return int(json.loads(data)["pid"])
+                        rep = json.loads(data)
+                        if int(rep["pid"]) > 0:
+                            return int(rep["pid"]), Path(rep["root"])
                 except OSError:
                     pass
                 self.stop()
@@ -397,11 +408,6 @@ def _q(s: str) -> str:
 
 
 # ---------------------------------------------------------------------------- grading
-#: pytest plugins a grading never needs (each costs registration time in every child);
-#: unraisable/thread-exception hooks would also force garbage collections at exit.
-_NO_PLUGINS = [a for p in ("cacheprovider", "unraisableexception", "threadexception",
-                           "pastebin", "junitxml", "doctest", "setuponly", "setupplan",
-                           "stepwise", "debugging") for a in ("-p", f"no:{p}")]
 def _read_until_eof(fd: int, deadline: float) -> tuple[bytes, bool]:
     buf = bytearray()
     while True:
@@ -435,34 +441,30 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
     in ``sandbox``. Returns the result and facts for the verdict (``sandbox_dead``,
     ``requests``)."""
     nonce = secrets.token_hex(4)
-    root = Path(tempfile.mkdtemp(prefix="ceiling-grade-"))
     name, body, cp, cf = _canary_file(nonce)
     res = GradeResult(canary_pass=cp, canary_fail=cf)
-    files = {f"tests/{k}": v for k, v in tests.items()}
-    files[f"tests/{name}"] = FileEntry(body.encode())
-    files["grader.ini"] = FileEntry(INI.encode())
+    files = dict(tests)
+    files[name] = FileEntry(body.encode())
     facts: dict[str, Any] = {}
     rfd = wfd = -1
     chan: GradingChannel | None = None
+    root: Path | None = None
     try:
-        write_tree(files, root)
-        (root / "tmp").mkdir()
-        env = {"PATH": os.environ.get("PATH", os.defpath), "WORKSPACE": str(workspace),
-               "HOME": str(root), "TMPDIR": str(root / "tmp"), "LANG": "C.UTF-8",
-               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        args = [*_NO_PLUGINS, "--noconftest", "-o", "addopts=", "-q",
-                "-c", f"{root}/grader.ini", "--rootdir", f"{root}/tests", f"{root}/tests"]
         rfd, wfd = os.pipe2(os.O_CLOEXEC)
         mine, theirs = socket.socketpair()
         chan = GradingChannel(sandbox, mine, prestart)
         t0 = time.perf_counter()
         try:
-            pid = FORK_SERVER.spawn({"root": str(root), "workspace": str(workspace),
-                                     "args": args, "env": env}, [wfd, theirs.fileno()])
+            pid, root = FORK_SERVER.spawn([wfd, theirs.fileno()])
         finally:
             os.close(wfd)
             wfd = -1
             theirs.close()
+        write_tree(files, root / "tests")
+        env = {"PATH": os.environ.get("PATH", os.defpath), "WORKSPACE": str(workspace),
+               "HOME": str(root), "TMPDIR": str(root / "tmp"), "LANG": "C.UTF-8",
+               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        mine.sendall((json.dumps({"workspace": str(workspace), "env": env}) + "\n").encode())
         data, res.timed_out = _read_until_eof(rfd, time.monotonic() + timeout)
         _kill_group(pid)
         res.duration_s = time.perf_counter() - t0
@@ -479,7 +481,8 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
                 os.close(fd)
         if chan is not None:
             chan.close()
-        shutil.rmtree(root, ignore_errors=True)
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 __all__ = ["FORK_SERVER", "CopyLimit", "ForkServer", "GradingChannel", "copy_nofollow",

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -109,9 +110,8 @@ class Verifier:
         tmp = Path(tempfile.mkdtemp(prefix="ceiling-verify-"))
         try:
             return self._grade(card, final, ended, history, spec, tmp)
-        finally:
-            final.close()
-            _rmtree(tmp)
+        finally:  # the verdict never depends on the clean-up: it runs off the caller's clock
+            _CLEANUP.submit(_close, final, tmp)
 
     def _freeze_failed(self, card: TaskCard, sandbox: Any, e: Exception,
                        history: Sequence[tuple[Any, str]], spec: RewardSpec) -> Verdict:
@@ -192,23 +192,12 @@ class Verifier:
                            components={"infeasible": spec.infeasible_submit_reward},
                            evidence=evidence, detail=detail)
 
-        # milestones run after grading, in their own copy of the untouched frozen state
-        ms_box = final.fork() if card.milestones else None
-        try:
-            facts: dict[str, Any] = {}
-            if host_mode:
-                g, facts = grade_host(card.tests, ws, final, card.acceptance.test_timeout_s,
-                                      prestart=runner == "subject")
-            else:
-                g = grade_in_sandbox(card.tests, final, card.acceptance.test_timeout_s)
-            milestones = {}
-            if ms_box is not None:
-                for m in card.milestones:
-                    r = ms_box.exec(m.check, timeout=min(10.0, card.budget.command_timeout_s))
-                    milestones[m.id] = r.exit_code == 0 and not r.timed_out
-        finally:
-            if ms_box is not None:
-                ms_box.close()
+        facts: dict[str, Any] = {}
+        if host_mode:
+            g, facts = grade_host(card.tests, ws, final, card.acceptance.test_timeout_s,
+                                  prestart=runner == "subject")
+        else:
+            g = grade_in_sandbox(card.tests, final, card.acceptance.test_timeout_s)
         detail["grader"] = {"exit_code": g.exit_code, "timed_out": g.timed_out,
                             "duration_s": round(g.duration_s, 4), "runner": runner, **facts}
         infra = self._infra_reason(card, g)
@@ -256,6 +245,7 @@ class Verifier:
             evidence += lint_ev
         else:
             n_lint = 0
+        milestones = self._milestones(card, final) if card.milestones else {}
         m_sum = sum(m.reward for m in card.milestones if milestones.get(m.id))
         if spec.milestones_need_tests and passed == 0:
             m_sum = 0.0
@@ -273,6 +263,24 @@ class Verifier:
         detail.update({"pass_rate": rate, "lint_warnings": n_lint})
         return Verdict(outcome=outcome, reward=reward, components=comps, tests=tests,
                        evidence=evidence, milestones=milestones, detail=detail)
+
+    @staticmethod
+    def _milestones(card: TaskCard, final: Any) -> dict[str, bool]:
+        """Milestone checks, after grading, in a new sandbox over the frozen final state's
+        own layers (what grading ran in ``final`` is not there, and nothing the checks run
+        reaches what was graded). Reported even when they do not pay."""
+        from ..sandbox import open_sandbox
+
+        out: dict[str, bool] = {}
+        box = open_sandbox(list(final.layer_ids), backend=final.backend, limits=final.limits,
+                           store=final.store)
+        try:
+            for m in card.milestones:
+                r = box.exec(m.check, timeout=min(10.0, card.budget.command_timeout_s))
+                out[m.id] = r.exit_code == 0 and not r.timed_out
+        finally:
+            box.close()
+        return out
 
     @staticmethod
     def _infra_reason(card: TaskCard, g: GradeResult) -> tuple[str, str] | None:
@@ -303,6 +311,16 @@ def _infra(cause: str, why: str, *, evidence: Sequence[str] = (),
 def _txt(x: object) -> str:
     """Text safe for JSON: a non-UTF-8 file name's bytes shown as replacement characters."""
     return str(x).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+_CLEANUP = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ceiling-verify-cleanup")
+
+
+def _close(final: Any, tmp: Path) -> None:
+    try:
+        final.close()
+    finally:
+        _rmtree(tmp)
 
 
 def _rmtree(path: Path) -> None:
