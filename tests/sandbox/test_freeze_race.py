@@ -441,3 +441,20 @@ def test_freezing_a_dead_sandbox_is_an_error_not_an_empty_state(box: Sandbox) ->
         with pytest.raises(SandboxError) as e:
             freeze()
         assert not isinstance(e.value, StateRejected)
+
+
+def test_paused_stops_everything_for_the_block(box: Sandbox) -> None:
+    """``paused()``: a host reader of the live files sees one moment (a counter that a
+    background job bumps stands still), and the job runs again afterwards."""
+    assert isinstance(box, NamespaceSandbox)
+    box.exec("(i=0; while :; do i=$((i+1)); echo $i > n.tmp; mv n.tmp n; done) "
+             ">/dev/null 2>&1 & sleep 0.3")
+    n = box.host_path() / "n"
+    with box.paused():
+        first = n.read_text()
+        import time
+
+        time.sleep(0.3)
+        assert n.read_text() == first
+    box.exec("sleep 0.3")
+    assert n.read_text() != first

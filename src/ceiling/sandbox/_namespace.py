@@ -58,6 +58,7 @@ A process that calls ``setsid`` survives its command's timeout until ``reset()``
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import marshal
 import os
@@ -65,7 +66,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -391,6 +392,20 @@ class NamespaceSandbox:
                 os.close(upper)
         finally:
             self._resume(h, how)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Every process of the sandbox stopped for the duration (as for a freeze), so the
+        host can read its live files from one moment, e.g. a verifier scanning a state that
+        could not be frozen. Reading must still follow nothing (the paths are the
+        sandbox's); ``exec`` and the other calls wait until the block ends."""
+        with self._lock:
+            h = self._holder()
+            how = self._pause(h)
+            try:
+                yield
+            finally:
+                self._resume(h, how)
 
     def checkpoint(self) -> str:
         with self._lock:
