@@ -220,8 +220,9 @@ def test_spawner_death_after_file_ops_ends_pid1(sb: Sandbox) -> None:
     sb.read("x.txt")
     fp = Footprint(sb)
     os.kill(fp.pids[0], signal.SIGKILL)  # the spawner, PID 1's parent
-    assert _wait(lambda: not _alive(fp.pids[1]), 5)  # PID 1 shut down (not SIGKILLed by us)
-    assert _wait(lambda: not any(g.exists() for g in fp.groups), 5)  # and removed the groups
+    assert _wait(lambda: not _alive(fp.pids[1]), 15)  # PID 1 shut down (not SIGKILLed by us)
+    assert _wait(lambda: not any(g.exists() for g in fp.groups), 15), \
+        [g for g in fp.groups if g.exists()]  # and removed the groups
 
 
 HOST_SCRIPT = """

@@ -400,7 +400,7 @@ def _cg_write(fd: int, name: str, value: bytes) -> None:
 def shutdown() -> None:
     """PID 1's last act when the host or the spawner is gone: thaw the sandbox's groups,
     kill everything (``cgroup.kill`` reaches the spawner too on cgroup v2; on v1 the spawner
-    exits by itself when its socket closes), remove the groups (waits at most 3 s for them
+    exits by itself when its socket closes), remove the groups (waits at most 5 s for them
     to empty) and exit. The host's ``Holder.stop`` does the same when it is alive."""
     global _down
     if _down:
@@ -418,7 +418,7 @@ def shutdown() -> None:
     kill_all()
     import time
 
-    deadline = time.monotonic() + 3.0
+    deadline = time.monotonic() + 5.0
     left = list(CGROUPS)
     while left and time.monotonic() < deadline:
         for fd, name in list(left):
