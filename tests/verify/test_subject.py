@@ -8,6 +8,7 @@ import math
 import pytest
 
 from ceiling.cards import Acceptance, TaskCard
+from ceiling.sandbox import namespaces_available
 from ceiling.tools import Action
 from ceiling.verify import Outcome, ScriptPlan, oracle_plan
 from ceiling.verify import _subject_server as wire
@@ -253,3 +254,42 @@ def test_wire_refuses_subclasses_and_objects() -> None:
     for bad in (MyInt(1), object(), Action("run"), {1: object()}):
         with pytest.raises(wire.WireError):
             wire.encode(bad)
+
+
+SERVICE_TESTS = '''def test_service(subject):
+    svc = subject.service({"srv.py": SRV}, ["python3", "srv.py"], port=8123)
+    assert svc.url == "http://127.0.0.1:8123"
+    r = subject.run(["python3", "-c", "import urllib.request as u; "
+                     "print(u.urlopen('http://127.0.0.1:8123/x').read().decode())"])
+    assert r.stdout == "secret-body /x\\n", r
+    # the service's files live in its own sandbox: the subject cannot read them
+    assert not subject.exists("srv.py")
+    assert "secret-body" not in subject.run("cat /workspace/srv.py /srv.py 2>&1; ls /tmp").stdout
+
+
+SRV = """
+import http.server
+
+
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("secret-body " + self.path).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+http.server.HTTPServer(("127.0.0.1", 8123), H).serve_forever()
+"""
+'''
+
+
+@pytest.mark.skipif(namespaces_available() is not None, reason="needs the namespace backend")
+def test_service_shares_the_network_not_the_files(backend: str) -> None:
+    acc = Acceptance(tests=["test_svc.py::test_service"])
+    card = TaskCard(id="demo/service-v1", type="security_audit", horizon="short",
+                    instruction="x", acceptance=acc).with_files(
+        workspace={"app.py": "x = 1\n"}, tests={"test_svc.py": SERVICE_TESTS})
+    v, _ = run_plan(card, ScriptPlan("null"), backend=backend)
+    assert v.outcome is Outcome.SOLVED, [t.message for t in v.tests]
