@@ -168,3 +168,35 @@ def test_bad_secret_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, bad: str) 
     monkeypatch.setenv("CEILING_SECRET", bad)
     with pytest.raises(ConfigError, match="CEILING_SECRET"):
         make("terminal_ops/demo-move-v1", seed=1)
+
+
+@pytest.mark.filterwarnings("ignore::ceiling.sandbox.LocalSandboxWarning")
+def test_the_sandbox_sees_neither_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The agent's commands cannot read the secret: not from the environment (commands get
+    an explicit one) and not from $CEILING_HOME/secret (not in the sandbox's root)."""
+    from ceiling._errors import SandboxUnavailable
+    from ceiling.env import TaskEnv
+    from ceiling.sandbox import open_sandbox
+
+    try:
+        open_sandbox([{}], backend="namespace").close()
+    except SandboxUnavailable:
+        pytest.skip("needs the namespace backend (the local backend isolates nothing)")
+    env_secret = "5eed" * 16
+    monkeypatch.setenv("CEILING_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CEILING_SECRET")
+    card = make("terminal_ops/demo-copy-v1", seed=1)  # creates the file secret
+    path = tmp_path / "home" / "secret"
+    file_secret = path.read_bytes().hex()
+    monkeypatch.setenv("CEILING_SECRET", env_secret)
+    env = TaskEnv(card, backend="namespace")
+    try:
+        env.reset()
+        obs, *_ = env.step({"tool": "run", "args": {
+            "cmd": f"env; od -An -tx1 {path} | tr -d ' \\n'; ls -la {path.parent} /root/.ceiling"}})
+    finally:
+        env.close()
+    text = str(obs).replace(" ", "")
+    assert "PATH=" in text, text  # the command ran
+    assert env_secret not in text and file_secret not in text
+    assert "CEILING_SECRET" not in text
