@@ -4,9 +4,10 @@ Every test hashes the host paths it targets before and after (``host_digest``; t
 ``host_unchanged`` fixture also hashes the interpreter, ``/bin/sh``, pytest and ``/etc``
 files around every test) and ends with
 ``assert_clean``: the sandbox answers a command and a reset brings back the initial state
-with no leftover process, file, or IPC object. Targets live under ``/var/tmp`` (visible to the
-sandbox through the read-only host tree) and are deliberately world-writable, so only the
-sandbox, not file permissions, protects them.
+with no leftover process, file, or IPC object. Targets live under ``/var/tmp`` and are
+deliberately world-writable, so only the sandbox, not file permissions, protects them; the
+allow-listed root does not show ``/var`` at all (``test_root_isolation.py`` binds such a
+folder read-only with ``CEILING_SANDBOX_PATHS`` to attack it where it is visible).
 """
 
 from __future__ import annotations
