@@ -97,7 +97,8 @@ def test_bench_sandbox_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
     for n in ("5", "10", "20"):
         r = out["reset"][n]
         assert r["p50_ms"] > 0 and r["p95_ms"] >= r["p50_ms"] and r["copy_p50_ms"] > 0
-    for k in ("exec_overhead_p50_ms", "checkpoint_p50_ms", "fork_p50_ms", "fork_cold_p50_ms"):
+    for k in ("exec_overhead_p50_ms", "checkpoint_p50_ms", "fork_p50_ms", "fork_cold_p50_ms",
+              "freeze_p50_ms", "freeze_copytree_p50_ms"):
         assert isinstance(out[k], float)
     assert set(out["episodes_per_s"]) == {"1", "2"} and out["episodes_per_s"]["1"] > 0
     assert out["leaks"]["mounts"] == 0 and out["leaks"]["processes"] == 0
