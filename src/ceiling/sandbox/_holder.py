@@ -10,11 +10,15 @@ mount, PID, network, IPC and UTS namespaces and forks:
   I/O with the sandbox user's permissions, confined to ``/workspace`` and ``/tmp`` after
   resolving symlinks *inside* the sandbox) and ``reset`` (SIGKILL every process but itself,
   drop SysV IPC objects, unmount and remount the state tmpfs and the overlay, optionally over
-  a new layer stack). It reaps orphans.
+  a new layer stack) and ``pause`` (SIGSTOP/SIGCONT every other process: the freeze's
+  fallback where there is no cgroup freezer). It reaps orphans.
 - the parent becomes **the spawner** (``ceiling-spawn``): it stays outside the new PID
   namespace (so neither ``reset`` nor the commands can reach it) while its children are
-  created inside it; it drops to the sandbox user once and serves ``exec`` on ``XFD`` with
-  ``subprocess`` (vfork), replying with the pid, then with the wait status.
+  created inside it; it drops to the sandbox user once, installs the seccomp filter
+  (``cfg["seccomp"]``, built by ``_seccomp.py``; every command inherits it, so anything the
+  spawner itself needs later, such as setns or unshare, must happen before) and serves
+  ``exec`` on ``XFD`` with ``subprocess`` (vfork), replying with the pid, then with the wait
+  status.
 
 Messages are ``SOCK_SEQPACKET`` datagrams, one ``marshal``-ed dict each (json would cost its
 import at start-up), file descriptors passed with ``SCM_RIGHTS``. Both processes exit when
