@@ -140,6 +140,7 @@ class ForkServer:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
+        self._pid = os.getpid()  # a forked verifier starts its own server
 
     def _start(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -158,6 +159,8 @@ class ForkServer:
         its grader folder (write the tests there, then send the go line on the channel)."""
         with self._lock:
             for attempt in (0, 1):
+                if self._pid != os.getpid():
+                    self._proc, self._sock, self._pid = None, None, os.getpid()
                 if self._proc is None or self._proc.poll() is not None:
                     self._start()
                 assert self._sock is not None
@@ -218,6 +221,7 @@ class GradingChannel:
         self.sb, self.sock = sandbox, sock
         self.inner_tmp, self.host_tmp, self.inner_ws = sandbox_dirs(sandbox)
         self.sandbox_dead = ""
+        self.start_error = ""  # the first subject did not start: nothing of the agent ran yet
         self.services: list[Any] = []
         self.requests: dict[str, int] = {}
         self._git_dir: str | None = None
@@ -233,6 +237,7 @@ class GradingChannel:
         try:
             self._pre.set_result(self.start_subject())
         except BaseException as e:  # noqa: BLE001 - delivered to whoever asks
+            self.start_error = f"{type(e).__name__}: {e}"[-500:]
             self._pre.set_exception(e)
 
     def start_subject(self) -> dict[str, str]:
@@ -473,7 +478,8 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
         res.stderr = out.read_text(errors="replace")[-2000:] if out.exists() else ""
         _combine(_parse(data.decode(errors="replace")), res)
         res.exit_code = 0 if res.ended else None
-        facts = {"sandbox_dead": chan.sandbox_dead, "requests": dict(chan.requests)}
+        facts = {"sandbox_dead": chan.sandbox_dead, "requests": dict(chan.requests),
+                 "subject_start_error": chan.start_error}
         return res, facts
     finally:
         for fd in (rfd, wfd):

@@ -201,6 +201,9 @@ class Verifier:
         detail["grader"] = {"exit_code": g.exit_code, "timed_out": g.timed_out,
                             "duration_s": round(g.duration_s, 4), "runner": runner, **facts}
         infra = self._infra_reason(card, g)
+        if infra is None and facts.get("subject_start_error") and facts.get("requests", {}).get(
+                "subject"):  # the first subject failed before any workspace code ran
+            infra = ("grader", f"the subject did not start: {facts['subject_start_error']}")
         if infra:
             return _infra(infra[0], infra[1], evidence=evidence,
                           detail=detail | {"stderr": g.stderr[-800:],
