@@ -155,3 +155,10 @@ def test_planted_pycache_is_never_read(backend: str, protected: bool) -> None:
         assert v.outcome is Outcome.HACK_DETECTED and v.reward == -1.0, v.evidence
     else:
         assert v.outcome is Outcome.SOLVED, (v.evidence, [t.message for t in v.tests])
+
+
+def test_grading_mode_names_in_process_cards() -> None:
+    from ceiling.verify import grading_mode
+
+    assert [grading_mode(card(r)) for r in ("inprocess", "sandbox", "subject", "files")] == \
+        ["in-process", "in-process", "host", "host"]

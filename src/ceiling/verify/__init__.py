@@ -8,5 +8,18 @@ from ._plans import Plan, ScriptPlan, null_plan, oracle_plan, random_plan
 from ._verdict import Outcome, RewardSpec, TestResult, Verdict
 from ._verifier import Verifier, verify
 
-__all__ = ["Outcome", "Plan", "RewardSpec", "ScriptPlan", "TestResult", "Verdict", "Verifier",
-           "null_plan", "oracle_plan", "random_plan", "verify"]
+#: Runners whose hidden tests import workspace code in the test process (hardened, not
+#: sealed): reports list their cards as "in-process".
+IN_PROCESS_RUNNERS = ("inprocess", "sandbox")
+
+
+def grading_mode(card: object) -> str:
+    """``"in-process"`` or ``"host"``: how ``card`` is graded (also in every verdict as
+    ``Verdict.detail["grading"]``)."""
+    runner = getattr(getattr(card, "acceptance", None), "runner", "subject")
+    return "in-process" if runner in IN_PROCESS_RUNNERS else "host"
+
+
+__all__ = ["IN_PROCESS_RUNNERS", "Outcome", "Plan", "RewardSpec", "ScriptPlan", "TestResult",
+           "Verdict", "Verifier", "grading_mode", "null_plan", "oracle_plan", "random_plan",
+           "verify"]

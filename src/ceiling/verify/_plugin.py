@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import stat
 import sys
@@ -209,6 +210,7 @@ class Subject:
 
     def _request(self, msg: dict[str, Any]) -> Any:
         c = self._conn()
+        rid = msg["id"] = secrets.token_hex(8)  # a reply written ahead cannot carry it
         deadline = time.monotonic() + self.timeout
         try:
             c.sock.settimeout(self.timeout)
@@ -223,13 +225,15 @@ class Subject:
                 if "remote" in rep:
                     self._answer_remote(c, rep)
                     continue
+                if rep.get("id") != rid:
+                    raise SubjectCrashed("a reply that does not answer this call")
                 if "error" in rep:
                     e = rep["error"]
                     if type(e) is not dict:
                         raise SubjectCrashed("malformed error from the subject")
                     raise SubjectError(_s(e.get("type"), 200) or "?", _s(e.get("message")),
                                        _s(e.get("traceback")))
-                if set(rep) != {"ok"}:
+                if set(rep) != {"ok", "id"}:
                     raise SubjectCrashed("malformed reply from the subject")
                 return _wire.decode(rep["ok"])
         except TimeoutError:

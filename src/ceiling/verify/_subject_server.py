@@ -18,8 +18,9 @@ Two roles in one file, so there is one implementation of the encoding:
   the caller knows it is ready), puts the workspace first on ``sys.path`` and serves one
   client at a time. Requests (one JSON line each): ``{"op": "call", "target":
   "pkg.mod:attr.sub", "args": [...], "kwargs": {...}}``, ``{"op": "define", "source": str}``
-  (exec'd as module ``__ceiling__``), ``{"op": "ping"}``. Replies: ``{"ok": value}`` or
-  ``{"error": {"type", "message", "traceback"}}``. While a call runs, an argument tagged
+  (exec'd as module ``__ceiling__``), ``{"op": "ping"}``, each with a random ``id``. Replies: ``{"ok": value, "id": id}`` or
+  ``{"error": {"type", "message", "traceback"}, "id": id}``; the grader drops the subject
+  on a reply whose ``id`` is not the request's (replies written ahead by workspace code). While a call runs, an argument tagged
   ``remote`` is a callable that sends ``{"remote": id, "args": [...]}`` and waits for
   ``{"ok": value}`` / ``{"error": {...}}`` from the grader.
 
@@ -217,7 +218,7 @@ def _serve(conn: socket.socket) -> None:
         req = recv()
         if req is None:
             return
-        op = req.get("op")
+        op, rid = req.get("op"), req.get("id")
         try:
             if op == "ping":
                 out: Any = os.getpid()
@@ -236,13 +237,13 @@ def _serve(conn: socket.socket) -> None:
             try:
                 data = encode(out)
             except (WireError, RecursionError) as e:
-                send({"error": _err(e)})
+                send({"error": _err(e), "id": rid})
                 continue
-            send({"ok": data})
+            send({"ok": data, "id": rid})
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
-            send({"error": _err(e)})
+            send({"error": _err(e), "id": rid})
 
 
 def main(path: str, workspace: str) -> None:
