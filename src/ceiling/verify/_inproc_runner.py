@@ -7,7 +7,8 @@ Before anything of the workspace can run:
 1. **Results channel.** fd 1 (a memfd the host holds) is duplicated to a random high,
    close-on-exec descriptor; fd 1 becomes stderr. Every record is one JSON line with a
    sequence number (``seq``) so the host can reject duplicated, reordered or foreign lines.
-2. **Bytecode.** ``sys.pycache_prefix`` points at a fresh folder: ``__pycache__`` folders in
+2. **Bytecode.** From the session start (before collection imports anything of the
+   workspace) ``sys.pycache_prefix`` points at a fresh folder: ``__pycache__`` folders in
    the workspace are never read (a planted ``.pyc`` of a protected test would otherwise
    replace its source).
 3. **Audit hook** (PEP 578; cannot be removed): blocks and records ``sys.settrace``,
@@ -48,7 +49,6 @@ def _main():
     os.close(out_fd)
     os.set_inheritable(high, False)
     os.dup2(2, 1)
-    sys.pycache_prefix = os.path.join(root, "pyc")
     sys.dont_write_bytecode = True
     me = os.getpid()
     pgid = os.getpgid(0)
@@ -234,6 +234,9 @@ def _main():
         def pytest_sessionstart(self, session):
             cfg[0] = session.config
             base.update(snapshot())  # configured, nothing of the workspace imported yet
+            # from here on bytecode comes only from a fresh folder: a __pycache__ planted in
+            # the workspace is never read (what pytest imported so far kept its caches)
+            sys.pycache_prefix = os.path.join(root, "pyc")
 
         def pytest_assertion_pass(self, item, lineno, orig, expl):
             pass  # its presence makes pytest evaluate comparisons of passing asserts
