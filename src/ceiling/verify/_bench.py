@@ -73,7 +73,7 @@ def bare_pytest(card: TaskCard, sandbox: Any) -> float:
         else:
             for rel, e in card.tests.items():
                 sandbox.write(f"{where}/{rel}", e.data)
-        python = str(getattr(sandbox, "python", sys.executable))
+        python = sandbox.python
         t0 = time.perf_counter()
         sandbox.exec([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", where],
                      timeout=120)

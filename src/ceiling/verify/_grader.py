@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
-import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -160,7 +159,7 @@ def grade_in_sandbox(tests: Mapping[str, FileEntry], sandbox: Any, timeout: floa
     # the results travel on stdout: lift the output cap of this (private) grading sandbox
     sandbox.limits = sandbox.limits.model_copy(update={"max_output_bytes": 64 << 20})
     try:
-        python = str(getattr(sandbox, "python", sys.executable))
+        python = sandbox.python
         argv = [python, "-I", f"{root}/run.py", root, "--", *_args(root)]
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "HOME": root}
