@@ -159,6 +159,9 @@ def _run(rec, config, results_fd, channel_fd):
         return
     os.environ.clear()
     os.environ.update(go["env"])
+    import tempfile
+
+    tempfile.tempdir = None  # the warm-up cached /tmp: tmp_path must follow this TMPDIR
     PLUGIN.configure(channel_fd, go["workspace"])
     rec.fd = results_fd
     rec.emit(event="start")

@@ -431,6 +431,16 @@ def _read_until_eof(fd: int, deadline: float) -> tuple[bytes, bool]:
             return bytes(buf), False
 
 
+def _phases(data: bytes, m0: float, m1: float) -> dict[str, float]:
+    """Milliseconds from the go line to the child's start, its collection and its end."""
+    out: dict[str, float] = {}
+    for ev in _parse(data.decode(errors="replace")):
+        if ev.get("event") in ("start", "collected", "end") and isinstance(ev.get("t"), float):
+            out.setdefault(str(ev["event"]), round((ev["t"] - m0) * 1000, 1))
+    out["read"] = round((m1 - m0) * 1000, 1)
+    return out
+
+
 def _kill_group(pid: int) -> None:
     for sig in (signal.SIGKILL,):
         try:
@@ -469,7 +479,9 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
                "HOME": str(root), "TMPDIR": str(root / "tmp"), "LANG": "C.UTF-8",
                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         mine.sendall((json.dumps({"workspace": str(workspace), "env": env}) + "\n").encode())
+        m0 = time.monotonic()
         data, res.timed_out = _read_until_eof(rfd, time.monotonic() + timeout)
+        m1 = time.monotonic()
         _kill_group(pid)
         res.duration_s = time.perf_counter() - t0
         chan.thread.join(5)
@@ -478,7 +490,8 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
         _combine(_parse(data.decode(errors="replace")), res)
         res.exit_code = 0 if res.ended else None
         facts = {"sandbox_dead": chan.sandbox_dead, "requests": dict(chan.requests),
-                 "subject_start_error": chan.start_error}
+                 "subject_start_error": chan.start_error,
+                 "phases_ms": _phases(data, m0, m1)}
         return res, facts
     finally:
         for fd in (rfd, wfd):
