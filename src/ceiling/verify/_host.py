@@ -223,6 +223,7 @@ class GradingChannel:
         self.sandbox_dead = ""
         self.start_error = ""  # the first subject did not start: nothing of the agent ran yet
         self.services: list[Any] = []
+        self.service_s: list[float] = []  # seconds each service took to listen
         self.requests: dict[str, int] = {}
         self._git_dir: str | None = None
         self._pre: Future[dict[str, str]] | None = None
@@ -376,13 +377,14 @@ class GradingChannel:
                           timeout=30)
         if r.exit_code != 0:
             raise RuntimeError(f"the service did not start: {r.stderr[-300:]}")
+        t_svc = time.perf_counter()
         probe = ("import socket, sys, time\n"
-                 "for _ in range(400):\n"
+                 "for _ in range(2000):\n"
                  "    try:\n"
                  f"        socket.create_connection(('127.0.0.1', {port}), 0.2).close()\n"
                  "        sys.exit(0)\n"
                  "    except OSError:\n"
-                 "        time.sleep(0.025)\n"
+                 "        time.sleep(0.005)\n"
                  "sys.exit(1)\n")
         r = self._sandbox(svc.exec, [_python(svc), "-I", "-c", probe], timeout=15)
         if r.exit_code != 0:
@@ -392,6 +394,7 @@ class GradingChannel:
             except OSError:
                 pass
             raise RuntimeError(f"the service did not listen on port {port}: {log}")
+        self.service_s.append(round(time.perf_counter() - t_svc, 4))
         return {"url": f"http://127.0.0.1:{port}", "port": port}
 
     def close(self) -> None:
@@ -491,7 +494,7 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
         res.exit_code = 0 if res.ended else None
         facts = {"sandbox_dead": chan.sandbox_dead, "requests": dict(chan.requests),
                  "subject_start_error": chan.start_error,
-                 "phases_ms": _phases(data, m0, m1)}
+                 "phases_ms": _phases(data, m0, m1), "service_s": chan.service_s}
         return res, facts
     finally:
         for fd in (rfd, wfd):
