@@ -207,7 +207,7 @@ def _ready_child(ini):
     return pid, root, mine
 
 
-ARGS = []
+ARGS: list[str] = []
 
 
 def main():
