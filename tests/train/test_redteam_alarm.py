@@ -138,3 +138,16 @@ def test_training_logs_integrity_and_the_alarm_stops_resumably(base_dir: Path,
     assert any("red-team alarm at step 4" in n for n in s.notes)
     recs = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in recs] == [1, 2, 3, 4, 5, 6]
+
+
+def test_verdict_cache_digest_never_blocks_on_a_fifo(tmp_path) -> None:
+    """A FIFO planted in a files-graded workspace must not hang the training cache key."""
+    import os
+
+    from ceiling.train._verdict_cache import tree_digest
+
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "a.txt").write_text("x")
+    first = tree_digest(tmp_path)
+    (tmp_path / "a.txt").write_text("y")
+    assert tree_digest(tmp_path) != first

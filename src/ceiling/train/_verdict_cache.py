@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,8 +45,13 @@ def tree_digest(root: Path) -> str:
                 h.update(f"L|{rel}|{os.readlink(p)}\n".encode())
                 continue
             h.update(f"F|{rel}|{st.st_mode:o}|{st.st_size}\n".encode())
-            try:
-                with open(p, "rb") as fh:
+            if not stat.S_ISREG(st.st_mode):  # FIFO, socket, device: never opened (no hang)
+                continue
+            try:  # no-follow and non-blocking: a file swapped for a link or a FIFO since lstat
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                with os.fdopen(fd, "rb") as fh:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        raise OSError(21, "not a regular file")
                     h.update(hashlib.sha256(fh.read()).digest())
             except OSError as e:  # unreadable: its mode and size stand in for the bytes
                 h.update(f"unreadable:{e.errno}".encode())
