@@ -930,6 +930,9 @@ def main() -> None:
     try:  # PID 1 and the spawner: never the OOM killer's choice (see serve_spawner)
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("-1000")
+        with open("/proc/self/oom_score_adj") as f:  # some kernels accept and ignore it
+            if f.read().strip() != "-1000":
+                raise OSError("oom_score_adj -1000 did not take")
         cfg["cmd_adj"] = 0
     except OSError:  # no CAP_SYS_RESOURCE (some containers): commands go first instead
         cfg["cmd_adj"] = 1000
