@@ -218,6 +218,9 @@ HELDOUT_MARK = {
     "log-aggregate": lambda c: any(p.startswith("logs/requests-") for p in _paths(c)),
     "script-repair": lambda c: any(p.startswith("bin/") for p in _paths(c)),
     "git-revert": lambda c: "REVERT.txt" not in c.workspace and "intern" in c.instruction,
+    # the multistep demo suite: held-out file extensions (names: the held-out word pool)
+    **{f"multistep-{n}": lambda c: any(p.rsplit(".", 1)[-1] in EXTS_HELDOUT for p in _paths(c))
+       for n in ("two", "three", "four")},
 }
 
 
