@@ -205,8 +205,15 @@ def sandbox_dirs(sb: Any) -> tuple[str, Path, str]:
     return "/tmp", Path(f"/proc/{sb._holder().host_pid}/root/tmp"), "/workspace"
 
 
-def _python(sb: Any) -> str:
-    return str(sb.python)
+def _no_pyc() -> str:
+    """A bytecode cache prefix that never exists (random, so nothing the agent left in /tmp
+    can be it): cached ``.pyc`` files beside the workspace's sources (``__pycache__``) are
+    never read, so the code that runs is the source the scans and checks read."""
+    return f"/tmp/.ceiling-nopyc-{secrets.token_hex(8)}"
+
+
+def _python(sb: Any) -> list[str]:
+    return [str(sb.python), "-X", f"pycache_prefix={_no_pyc()}"]
 
 
 # ---------------------------------------------------------------------------- channel
@@ -243,7 +250,7 @@ class GradingChannel:
 
     def start_subject(self) -> dict[str, str]:
         name = f".ceiling-subject-{secrets.token_hex(8)}.sock"
-        argv = [_python(self.sb), "-I", "-c", SERVER_SOURCE, f"{self.inner_tmp}/{name}",
+        argv = [*_python(self.sb), "-I", "-c", SERVER_SOURCE, f"{self.inner_tmp}/{name}",
                 self.inner_ws]
         r = self.sb.exec(argv, timeout=60)
         if r.exit_code != 0:
@@ -321,9 +328,9 @@ class GradingChannel:
             cwd: str | None, sb: Any = None) -> dict[str, Any]:
         sb = sb or self.sb
         if isinstance(cmd, list) and cmd and cmd[0] in ("python", "python3"):
-            cmd = [_python(sb), *cmd[1:]]
+            cmd = [*_python(sb), *cmd[1:]]
         r = self._sandbox(sb.exec, cmd, timeout=timeout, stdin=data or None,
-                          env=dict(env) or None, cwd=cwd)
+                          env={"PYTHONPYCACHEPREFIX": _no_pyc(), **env}, cwd=cwd)
         return {"returncode": r.exit_code, "stdout": r.stdout, "stderr": r.stderr,
                 "timed_out": r.timed_out}
 
@@ -371,9 +378,10 @@ class GradingChannel:
                            network_of=self.sb if self.sb.backend == "namespace" else None)
         self.services.append(svc)
         if argv and argv[0] in ("python", "python3"):
-            argv = [_python(svc), *argv[1:]]
+            argv = [*_python(svc), *argv[1:]]
         cmd = " ".join(_q(a) for a in argv)
-        r = self._sandbox(svc.exec, f"({cmd}) >/tmp/.service.log 2>&1 &", env=env or None,
+        r = self._sandbox(svc.exec, f"({cmd}) >/tmp/.service.log 2>&1 &",
+                          env={"PYTHONPYCACHEPREFIX": _no_pyc(), **env},
                           timeout=30)
         if r.exit_code != 0:
             raise RuntimeError(f"the service did not start: {r.stderr[-300:]}")
@@ -386,7 +394,7 @@ class GradingChannel:
                  "    except OSError:\n"
                  "        time.sleep(0.005)\n"
                  "sys.exit(1)\n")
-        r = self._sandbox(svc.exec, [_python(svc), "-I", "-c", probe], timeout=15)
+        r = self._sandbox(svc.exec, [*_python(svc), "-I", "-c", probe], timeout=15)
         if r.exit_code != 0:
             log = ""
             try:
