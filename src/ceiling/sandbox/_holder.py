@@ -140,7 +140,11 @@ def mount_state(cfg: dict) -> None:
     try:
         opts = (f"lowerdir={lowers},upperdir={STATE}/upper,workdir={STATE}/work,"
                 "redirect_dir=off,metacopy=off,index=off")
-        mount("overlay", "/workspace", "overlay", MS_NOSUID | MS_NODEV, opts)
+        try:  # xino: a file copied up keeps its inode number, so `git clone` of a repository
+            # in a lower layer (hard links, then an inode check) works (issue 15)
+            mount("overlay", "/workspace", "overlay", MS_NOSUID | MS_NODEV, opts + ",xino=on")
+        except OSError:
+            mount("overlay", "/workspace", "overlay", MS_NOSUID | MS_NODEV, opts)
     finally:
         os.chdir("/")
     mount(f"{STATE}/tmp", "/tmp", None, MS_BIND)
