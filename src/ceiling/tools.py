@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from .cards import TaskCard, ToolSpec
@@ -69,6 +69,23 @@ class Action:
         if not isinstance(args, dict):
             raise ValueError("'args' must be an object of named arguments")  # noqa: TRY004
         return cls(obj["tool"], dict(args))
+
+
+#: An episode so far, as a plan sees it: ``(action, observation)`` pairs, oldest first.
+History = list[tuple[Action, str]]
+
+
+@runtime_checkable
+class Plan(Protocol):
+    """A scripted agent: picks the next :class:`Action` from the card and the history.
+
+    It must be a pure function of its arguments and its own construction parameters, so an
+    episode replays exactly. The oracle, null and random plans and the exploit corpus live in
+    :mod:`ceiling.verify`; ``scripted:*`` policies render a plan's actions as reply text."""
+
+    name: str
+
+    def next_action(self, card: TaskCard, history: History) -> Action: ...
 
 
 def card_tools(card: TaskCard) -> dict[str, dict[str, str]]:

@@ -12,11 +12,11 @@ import re
 import pytest
 
 from ceiling.cards import TaskCard
+from ceiling.check import run_plan
 from ceiling.envs import VARIANTS, make, templates
 from ceiling.envs._common import oracle_steps
 from ceiling.tools import Action
 from ceiling.verify import Outcome, null_plan, oracle_plan
-from ceiling.verify._validate import run_plan
 
 FAMILY = templates("multi_tool")
 IDS = [t.template_id() for t in FAMILY]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ceiling import load_card
+from ceiling.check import run_plan
 from ceiling.sandbox._namespace import namespaces_available
 from ceiling.verify import Outcome, null_plan, oracle_plan
-from ceiling.verify._validate import run_plan
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "task-cards.md"
 BLOCK = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.DOTALL)

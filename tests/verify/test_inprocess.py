@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ceiling.cards import Acceptance, TaskCard
+from ceiling.check import run_plan
 from ceiling.tools import Action
 from ceiling.verify import Outcome, ScriptPlan, oracle_plan
-from ceiling.verify._validate import run_plan
 
 TESTS = '''import os
 import sys

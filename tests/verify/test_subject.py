@@ -8,11 +8,11 @@ import math
 import pytest
 
 from ceiling.cards import Acceptance, TaskCard
+from ceiling.check import run_plan
 from ceiling.sandbox import namespaces_available
 from ceiling.tools import Action
 from ceiling.verify import Outcome, ScriptPlan, oracle_plan
 from ceiling.verify import _subject_server as wire
-from ceiling.verify._validate import run_plan
 
 APP = '''import os
 import time

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ceiling.cards import LintPolicy, Milestone, TaskCard
+from ceiling.check import run_plan
 from ceiling.tools import Action
 from ceiling.verify import Outcome, RewardSpec, ScriptPlan, null_plan, oracle_plan
-from ceiling.verify._validate import run_plan
 
 Make = Callable[..., TaskCard]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ceiling.cards import TaskCard, save_card
+from ceiling.check import bench_env
 from ceiling.cli import main
-from ceiling.verify._bench import bench_env
 
 Make = Callable[..., TaskCard]
 

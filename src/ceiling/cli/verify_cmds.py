@@ -64,8 +64,8 @@ def validate_cmd(
 
     Example: ceiling envs validate terminal_ops --n 200 --json
     """
+    from ..check import card_folders, cards_for, validate
     from ..sandbox import ceiling_home
-    from ..verify._validate import card_folders, cards_for, validate
 
     _check_backend(backend)
     folders = card_folders(target)
@@ -128,8 +128,8 @@ def redteam_cmd(
 
     Example: ceiling redteam --family terminal_ops --json
     """
+    from ..check import cards_for, redteam, redteam_jobs
     from ..envs import get_template, templates
-    from ..verify._validate import cards_for, redteam, redteam_jobs
     from ..verify.exploits import CLASSES, EXPLOITS
 
     _check_backend(backend)
@@ -185,8 +185,7 @@ def bench_env_cmd(
 
     Example: ceiling bench env --json
     """
-    from ..verify._bench import bench_env
-    from ..verify._validate import cards_for
+    from ..check import bench_env, cards_for
 
     _check_backend(backend)
     cards = cards_for(family or "terminal_ops", n, variants=["train", "heldout"])

@@ -11,18 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from .._errors import PolicyError, nearest
-from ..tools import Action
+from ..tools import Action, Plan
 from ._types import Generation, PolicyRequest, SamplingParams
-
-
-class Plan(Protocol):
-    name: str
-
-    def next_action(self, card: Any, history: list[tuple[Action, str]]) -> Action: ...
-
 
 PlanFactory = Callable[[int], Plan]  # episode seed -> a fresh plan
 

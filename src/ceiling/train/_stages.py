@@ -2,7 +2,7 @@
 
 A stage's reward is only as good as its verifier on that stage's cards. ``stage_reliability``
 measures it on a small sample, per template of the stage's mix, with the same runners as
-``ceiling envs validate`` / ``ceiling redteam`` (:func:`ceiling.verify._validate.run_plan` in
+``ceiling envs validate`` / ``ceiling redteam`` (:func:`ceiling.check.run_plan` in
 real sandboxed episodes, under the stage's own reward spec):
 
     reliability = oracle solve rate x null fail rate x share of exploit runs earning <= 0
@@ -105,8 +105,8 @@ def _cards(template: str, arms: list[tuple[int, str]], n: int) -> list[TaskCard]
 def _measure_template(template: str, arms: list[tuple[int, str]], stage: StageConfig, *,
                       cards_per_template: int, exploits_per_card: int, exploit_names: list[str],
                       offset: int, backend: str, workers: int) -> tuple[TemplateReliability, int]:
+    from ..check import run_plan
     from ..verify import null_plan, oracle_plan
-    from ..verify._validate import run_plan
     from ..verify.exploits import EXPLOITS
 
     cards = _cards(template, arms, cards_per_template)

@@ -5,8 +5,9 @@ A :class:`Plan` picks the next :class:`~ceiling.tools.Action` from the card and 
 its own construction parameters), so an episode replays exactly. The policies team wraps
 any plan as a text policy by rendering the chosen action in the harness's reply format.
 
-- :func:`oracle_plan`: runs ``card.solution`` (one ``run``), then ``submit``; on an
-  infeasible card it gives up with the card's reason.
+- :func:`oracle_plan`: plays ``card.solution`` one command per call
+  (:func:`~ceiling.verify._oracle.oracle_actions`: a ``run`` per line, a ``write`` per file),
+  then ``submit``; on an infeasible card it gives up with the card's reason.
 - :func:`null_plan`: submits at once.
 - :func:`random_plan`: harmless random exploration (listing, reading, small writes, a
   malformed call now and then), then ``submit``; a floor for "acting without skill".
@@ -18,20 +19,10 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Protocol, runtime_checkable
 
 from ..cards import TaskCard
-from ..tools import Action
-
-History = list[tuple[Action, str]]
-
-
-@runtime_checkable
-class Plan(Protocol):
-    name: str
-
-    def next_action(self, card: TaskCard, history: History) -> Action: ...
-
+from ..tools import Action, History, Plan
+from ._oracle import oracle_actions
 
 Step = Action | Callable[[TaskCard], Action]
 
@@ -78,14 +69,14 @@ class ScriptPlan:
 
 
 class OraclePlan:
+    """The i-th call is the i-th of :func:`oracle_actions` (``submit`` after the last), so
+    the plan is a pure function of the card and the history's length."""
+
     name = "oracle"
 
     def next_action(self, card: TaskCard, history: History) -> Action:
-        if not card.feasible:
-            return Action("give_up", {"reason": card.infeasible_reason or "not feasible"})
-        if not history and card.solution.strip():
-            return Action("run", {"cmd": card.solution})
-        return Action("submit")
+        actions = oracle_actions(card)
+        return actions[len(history)] if len(history) < len(actions) else Action("submit")
 
 
 class NullPlan:

@@ -17,6 +17,7 @@ Figures: ``verifier_s_p50`` (per-episode grading, median), ``bare_pytest_s_p50``
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import statistics
 import subprocess
@@ -28,9 +29,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..cards import TaskCard, write_tree
-from ._plans import oracle_plan
-from ._verdict import Verdict
-from ._verifier import Verifier
+from ..env import TaskEnv
+from ..sandbox import Sandbox
+from ..verify import Verdict, Verifier, oracle_plan
 
 
 class _TimingVerifier(Verifier):
@@ -47,13 +48,13 @@ class _TimingVerifier(Verifier):
         return v
 
 
-def bare_pytest(card: TaskCard, sandbox: Any) -> float:
+def bare_pytest(card: TaskCard, sandbox: Sandbox) -> float:
     """Seconds of a plain ``python -m pytest -q`` of the hidden tests on the current state."""
     root = Path(tempfile.mkdtemp(prefix="ceiling-bare-"))
     try:
         if card.acceptance.runner in ("subject", "files"):
             write_tree(card.tests, root / "tests")
-            here = Path(__file__).resolve().parent  # the plugin by file, without ceiling
+            here = Path(inspect.getfile(Verifier)).resolve().parent  # verify/, by file
             (root / "plugin").mkdir()
             (root / "plugin" / "ceiling_grader_plugin.py").write_bytes(
                 (here / "_plugin.py").read_bytes())
@@ -84,8 +85,6 @@ def bare_pytest(card: TaskCard, sandbox: Any) -> float:
 
 def bench_env(cards: Sequence[TaskCard], *, backend: str = "namespace") -> dict[str, Any]:
     """Play the oracle once per card and report throughput and verifier overhead."""
-    from ..env import TaskEnv
-
     plan = oracle_plan()
     verifier = _TimingVerifier()
     verify_s: list[float] = []

@@ -29,9 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
-from ..cards import TaskCard
-from ._plans import Plan, null_plan, oracle_plan
-from ._verdict import Outcome, RewardSpec, Verdict
+from ..cards import TaskCard, load_card
+from ..env import TaskEnv
+from ..envs import VARIANTS, get_template, make, templates
+from ..tools import Plan
+from ..verify import IN_PROCESS_RUNNERS, Outcome, RewardSpec, Verdict, null_plan, oracle_plan
+from ..verify.exploits import EXPLOITS
 
 Progress = Callable[[int], None]
 
@@ -40,8 +43,6 @@ def run_plan(card: TaskCard, plan: Plan, *, backend: str = "namespace",
              spec: RewardSpec | None = None) -> tuple[Verdict, int]:
     """Play ``plan`` on ``card`` until the episode ends; return the verdict and the steps.
     A sandbox that cannot start yields an ``infra_error`` verdict."""
-    from ..env import TaskEnv
-
     env = TaskEnv(card, backend=backend, reward_spec=spec)
     try:
         try:
@@ -78,9 +79,6 @@ def cards_for(target: str, n: int | None, *,
     """``n`` cards for a template id or a family name (see module doc); for a card folder,
     that card; for a folder of card folders, every card in it (the first ``n`` when ``n``
     is given). ``n`` None means 20 generated cards."""
-    from ..cards import load_card
-    from ..envs import VARIANTS, get_template, make, templates
-
     path = Path(target)
     if path.exists():
         subs = card_folders(target)
@@ -102,12 +100,6 @@ def cards_for(target: str, n: int | None, *,
     return out
 
 
-def all_family_names() -> list[str]:
-    from ..envs import templates
-
-    return sorted({t.family for t in templates()})
-
-
 @dataclass
 class Run:
     card: str
@@ -122,9 +114,6 @@ class Run:
                 "reward": round(self.reward, 4), "evidence": self.evidence[:5]}
 
 
-INPROCESS_RUNNERS = ("inprocess", "sandbox")
-
-
 def _play(card: TaskCard, plan: Plan, backend: str, spec: RewardSpec | None) -> Run:
     v, _ = run_plan(card, plan, backend=backend, spec=spec)
     ev = v.evidence + [f"{t.id}: {t.status} {t.message[-160:]}" for t in v.tests
@@ -137,7 +126,7 @@ def inprocess_cards(cards: Sequence[TaskCard], runs: Sequence[Run] = ()) -> list
     """Ids of cards graded in-process: the card asks for it (``acceptance.runner``) or a
     verdict says so (``detail["grading"] == "in-process"``)."""
     seen = {r.card for r in runs if r.grading == "in-process"}
-    return [c.id for c in cards if c.id in seen or c.acceptance.runner in INPROCESS_RUNNERS]
+    return [c.id for c in cards if c.id in seen or c.acceptance.runner in IN_PROCESS_RUNNERS]
 
 
 def _applies(plan: Plan, card: TaskCard) -> bool:
@@ -160,8 +149,6 @@ def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: 
              exploits_per_card: int = 1, workers: int = 2, spec: RewardSpec | None = None,
              progress: Progress | None = None, quarantine: Path | None = None) -> dict[str, Any]:
     """Validate ``cards``; returns the JSON-ready report (keys documented in the CLI)."""
-    from .exploits import EXPLOITS
-
     if repeats < 1:
         raise ConfigError("repeats must be at least 1", fix="pass --repeats 1 or more")
     t0 = time.perf_counter()
@@ -250,8 +237,6 @@ def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: i
     plans that leave tampering (``expect_tamper``) whose outcome was not ``hack_detected``
     (they still must not be positive). A plan that applies to none of the cards has
     ``runs`` 0."""
-    from .exploits import EXPLOITS
-
     names = list(exploits or EXPLOITS)
     for n in names:
         if n not in EXPLOITS:
@@ -289,6 +274,4 @@ def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: i
 def redteam_jobs(cards: Sequence[TaskCard], names: Sequence[str]) -> list[tuple[TaskCard, Plan]]:
     """The (card, plan) pairs :func:`redteam` plays: each named plan on each card it applies
     to."""
-    from .exploits import EXPLOITS
-
     return [(c, EXPLOITS[n]) for n in names for c in cards if EXPLOITS[n].applies(c)]
