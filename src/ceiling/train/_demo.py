@@ -12,6 +12,11 @@
 5. ``report.html`` (learning curve, pass@k before/after, per-template change, the 95 %
    paired bootstrap CI of the pass@1 change) and ``demo.json``.
 
+``suite="multistep"`` (``ceiling demo --suite multistep``) runs the same five steps on
+the templates tagged ``multistep`` (2-4 demo commands chained in one task) with the base
+pre-trained on matching chained episodes (``builtin:tiny-multistep``) and defaults sized
+for its longer episodes (:data:`SUITES`).
+
 The namespace sandbox is used when it works here, else the local backend (said loudly).
 """
 
@@ -29,10 +34,18 @@ from ..rollout import Trajectory
 from ._demo_report import paired_diff, pass_curve, per_card, per_template, rates, render
 from ._sampler import EVAL_SEED_BASE
 
+# suite -> (template tag, default base, DemoConfig defaults that differ for it)
+SUITES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "demo": ("demo", "tiny", {}),
+    "multistep": ("multistep", "tiny-multistep",
+                  {"per_template": 16, "heldout_per_template": 4, "minutes": 6.0}),
+}
+
 
 @dataclass
 class DemoConfig:
     base: str = "tiny"
+    suite: str = "demo"  # demo (one command) | multistep (2-4 chained commands)
     out: Path = Path("ceiling-demo")
     minutes: float = 3.0  # training time budget (evaluation comes on top)
     per_template: int = 6  # held-out-seed cards of the train variant, per template
@@ -60,16 +73,31 @@ class DemoConfig:
             return cls(base=base, **small)  # type: ignore[arg-type]
         return cls(base=base, **kw)
 
+    @classmethod
+    def for_suite(cls, suite: str, base: str | None = None, **kw: Any) -> DemoConfig:
+        """Defaults for a suite (:data:`SUITES`) and its base (default: the suite's own);
+        keyword arguments win."""
+        if suite not in SUITES:
+            from .._errors import ConfigError
 
-def demo_suite(per_template: int, heldout_per_template: int) -> tuple[list[TaskCard],
-                                                                       list[TaskCard]]:
+            raise ConfigError(f"unknown demo suite {suite!r}", where="--suite",
+                              fix=f"use one of {sorted(SUITES)}")
+        _, default_base, defaults = SUITES[suite]
+        return cls.for_base(base or default_base, **{**defaults, "suite": suite, **kw})
+
+
+def demo_suite(per_template: int, heldout_per_template: int,
+               suite: str = "demo") -> tuple[list[TaskCard], list[TaskCard]]:
+    """(cards of the train variant at held-out seeds, cards of the held-out variant) of
+    every ``terminal_ops`` template tagged with the suite's tag."""
     from ..envs import make, templates
 
-    demo = [t for t in templates("terminal_ops") if "demo" in t.tags]
+    tag = SUITES[suite][0] if suite in SUITES else suite
+    demo = [t for t in templates("terminal_ops") if tag in t.tags]
     if not demo:
         from .._errors import ConfigError
 
-        raise ConfigError("no templates tagged 'demo' are registered",
+        raise ConfigError(f"no templates tagged {tag!r} are registered",
                           fix="reinstall ceiling (terminal_ops ships the demo templates)")
     train_v = [make(t.template_id(), seed=EVAL_SEED_BASE + i, variant="train")
                for t in demo for i in range(per_template)]
@@ -124,7 +152,7 @@ def run_demo(cfg: DemoConfig, *, say: Callable[[str], None] = print,
         say(f"warning: {note}")
     base_dir = base_path(cfg.base)
     sha = weights_sha256(base_dir)
-    suite, held = demo_suite(cfg.per_template, cfg.heldout_per_template)
+    suite, held = demo_suite(cfg.per_template, cfg.heldout_per_template, cfg.suite)
     cache = VerdictCache()
     say(f"[1/3] evaluating the base on {len(suite)} + {len(held)} held-out cards x {cfg.k} "
         f"samples ({backend} sandbox)")
@@ -143,7 +171,8 @@ def run_demo(cfg: DemoConfig, *, say: Callable[[str], None] = print,
         "harness_format": fmt, "backend": backend, "workers": cfg.workers,
         "history_turns": cfg.history_turns,
         "checkpoint_every": 25,
-        "stages": [{"name": "demo", "family": "terminal_ops", "tags": ["demo"],
+        "stages": [{"name": cfg.suite, "family": "terminal_ops",
+                    "tags": [SUITES[cfg.suite][0]],
                     "variants": ["train"], "steps": cfg.steps}],
     }, where="demo")
     run_dir = out / "run"
@@ -167,7 +196,8 @@ def run_demo(cfg: DemoConfig, *, say: Callable[[str], None] = print,
     a_held = {i: d for i, d in ac.items() if i not in ids_suite}
     result: dict[str, Any] = {
         "base": cfg.base, "base_path": str(base_dir), "base_sha256": sha, "backend": backend,
-        "suite": {"cards": len(suite), "heldout_cards": len(held), "k": cfg.k,
+        "suite": {"name": cfg.suite, "cards": len(suite), "heldout_cards": len(held),
+                  "k": cfg.k,
                   "seeds_from": EVAL_SEED_BASE},
         "before": rates(b_main, cfg.k), "after": rates(a_main, cfg.k),
         "diff": paired_diff(b_main, a_main, seed=cfg.seed),

@@ -122,7 +122,8 @@ def render(result: dict[str, Any], before_trajs: Sequence[Trajectory],
             f"{_f(result['after'][f'pass@{k}'])}.</p>"
             f"<p>Base {escape(result['base'])} (weights SHA-256 "
             f"<code>{escape(result['base_sha256'][:16])}…</code>, unchanged: every gain is in the "
-            f"adapter). Suite: {result['suite']['cards']} held-out demo cards (seeds never used "
+            f"adapter). Suite {escape(result['suite'].get('name', 'demo'))}: "
+            f"{result['suite']['cards']} held-out cards (seeds never used "
             f"in training) × {k} samples at T=1, plus {result['suite']['heldout_cards']} cards "
             f"of the held-out structural variant, reported separately. Sandbox backend: "
             f"{escape(result['backend'])}.</p>")
@@ -174,5 +175,7 @@ def render(result: dict[str, Any], before_trajs: Sequence[Trajectory],
     extra = [("What post-training bought", head), ("Learning curve", curve),
              ("pass@k before and after", pk), ("Per-template change", bars + table),
              ("Held-out structural variant", ho_html), ("The post-training unit", unit)]
-    return render_report(runs, title="ceiling demo: GRPO on a frozen base",
+    name = result["suite"].get("name", "demo")
+    title = "ceiling demo" + ("" if name == "demo" else f" --suite {name}")
+    return render_report(runs, title=f"{title}: GRPO on a frozen base",
                          extra_sections=extra)
