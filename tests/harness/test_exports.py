@@ -9,14 +9,15 @@ import ceiling.rollout
 
 def test_public_names() -> None:
     assert sorted(ceiling.harness.__all__) == sorted([
-        "CORE_DESCRIPTIONS", "Dialogue", "Harness", "HarnessConfig", "JsonParseError",
-        "LineParseError", "ReplyError", "TurnRecord", "action_to_json", "action_to_line",
-        "card_tool_table", "escape_content", "format_observation", "parse_json_reply",
+        "CHAT_DEFAULT_FORMAT", "CORE_DESCRIPTIONS", "FORMATS", "BashParseError", "Dialogue", "Harness",
+        "HarnessConfig", "JsonParseError", "LineParseError", "ReplyError", "TurnRecord",
+        "action_to_bash", "action_to_json", "action_to_line", "card_tool_table",
+        "default_format", "escape_content", "format_observation", "parse_bash_reply", "parse_json_reply",
         "parse_line", "render_line_episode", "render_tool_list", "truncate_observation",
         "unescape_content"])
     assert sorted(ceiling.policies.__all__) == sorted([
         "KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "load_policy",
-        "policy_tokenizer", "resolve_builtin"])
+        "policy_tokenizer", "resolve_builtin", "sampling_params"])
     assert sorted(ceiling.rollout.__all__) == sorted([
         "JsonlWriter", "RunStats", "Trajectory", "Turn", "episode_id", "episode_seed",
         "read_trajectories", "run_episodes"])

@@ -63,9 +63,16 @@ def eval_cmd(
                                          "local")] = "namespace",
     workers: Annotated[int, typer.Option("--workers", help="environment worker threads")] = 4,
     harness_format: Annotated[str | None, typer.Option(
-        "--harness-format", "--format",
-        help="harness format: line | json (default: json; line for a model without a chat "
-             "template)")] = None,
+        "--harness", "--harness-format", "--format",
+        help="harness format: bash | json | line (default: bash for a chat model, line for "
+             "a model without a chat template, json for scripted and API policies)")] = None,
+    temperature: Annotated[float | None, typer.Option(
+        "--temperature", help="sampling temperature; 0 is greedy (default 1.0)")] = None,
+    top_p: Annotated[float | None, typer.Option(
+        "--top-p", help="nucleus sampling: keep tokens up to this probability mass "
+                        "(default 1.0, off)")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(
+        "--max-new-tokens", help="reply budget in tokens (default: the harness's, 256)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Evaluate a policy on a suite and store the run.
@@ -75,7 +82,8 @@ def eval_cmd(
     from ..evaluate import run_eval
 
     rec = run_eval(policy, suite, n=n, k=k, name=name, seed=seed, card_seed=card_seed,
-                   backend=backend, workers=workers, harness_format=harness_format)
+                   backend=backend, workers=workers, harness_format=harness_format,
+                   temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     sys.stderr.write(f"stored run {rec.label} (id {rec.id}); trajectories in "
                      f"{rec.trajectories}\n")
     s = rec.summary

@@ -77,10 +77,14 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
              name: str | None = None, seed: int = 0, card_seed: int = 0,
              backend: str = "namespace", workers: int = 4, harness_format: str | None = None,
              max_new_tokens: int | None = None, temperature: float | None = None,
+             top_p: float | None = None,
              store: Store | None = None, cards: list[TaskCard] | None = None) -> RunRecord:
     """Evaluate ``policy`` (a spec string) on ``suite`` with ``k`` samples per card and store
-    the run. Trajectories go to ``$CEILING_HOME/runs/<run id>/trajectories.jsonl``
-    (``runs/name-<name>/`` for a named run, which resumes if it was interrupted)."""
+    the run. ``harness_format``: line | json | bash (None: the policy's default,
+    :func:`ceiling.harness.default_format`); ``temperature`` 0 is greedy. The harness
+    fingerprint and the sampling settings enter the comparability key. Trajectories go to
+    ``$CEILING_HOME/runs/<run id>/trajectories.jsonl`` (``runs/name-<name>/`` for a named
+    run, which resumes if it was interrupted)."""
     if k < 1:
         raise ConfigError(f"-k {k} asks for no sample", where="-k", fix="use -k 1 or more")
     store = store or Store()
@@ -88,22 +92,21 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
         raise ConfigError(f"a run named {name!r} already exists", where="--name",
                           fix="choose another --name, or omit it to get a fresh id")
     cards = cards if cards is not None else resolve_suite(suite, n, card_seed=card_seed)
-    from ..harness import HarnessConfig
-    from ..policies import SamplingParams, load_policy, policy_tokenizer
+    from ..harness import FORMATS, HarnessConfig, default_format
+    from ..policies import load_policy, policy_tokenizer, sampling_params
     from ..rollout import run_episodes
 
     pol = load_policy(policy)
     tok = policy_tokenizer(pol)
-    if harness_format is None and tok is not None and not getattr(tok, "chat_template", None):
-        harness_format = "line"  # a completion model without a chat template
-    if harness_format not in (None, "line", "json"):
-        raise ConfigError(f"unknown harness format {harness_format!r}", where="--harness-format",
-                          fix="use line or json")
-    harness = HarnessConfig.model_validate({"format": harness_format or "json"})
-    sampling = SamplingParams(
-        max_new_tokens=max_new_tokens if max_new_tokens is not None else
-        harness.max_reply_tokens,
-        temperature=temperature if temperature is not None else SamplingParams.temperature)
+    if harness_format is None:
+        harness_format = default_format(tok)
+    if harness_format not in FORMATS:
+        raise ConfigError(f"unknown harness format {harness_format!r}", where="--harness",
+                          fix="use " + " | ".join(FORMATS))
+    harness = HarnessConfig.model_validate({"format": harness_format})
+    sampling = sampling_params(temperature=temperature, top_p=top_p,
+                               max_new_tokens=max_new_tokens if max_new_tokens is not None
+                               else harness.max_reply_tokens)
     rid = uuid.uuid4().hex[:12]
     manifest = {"policy": policy, "suite": suite, "k": k, "seed": seed,
                 "cards": sorted(c.content_id() for c in cards),

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 LINE_PROTOCOL_VERSION = "1"
+FORMATS = ("bash", "json", "line")
 
 DEFAULT_JSON_SYSTEM = (
     "You are an agent working in a Linux sandbox; your working directory is /workspace. "
@@ -23,25 +24,36 @@ DEFAULT_JSON_SYSTEM = (
     "If the task cannot be done (for example a required input does not exist), call give_up "
     "with the reason instead of guessing.\n\nTools:\n{tools}"
 )
+DEFAULT_BASH_SYSTEM = (
+    "You are an agent working in a Linux shell; your working directory is /workspace. "
+    "Each turn, reply with exactly one shell block, like this:\n```bash\nls -l\n```\n"
+    "It runs with /bin/sh in /workspace and you see its output in the next message. "
+    "Run one step at a time. When the task is done, reply with:\n```bash\nsubmit\n```\n"
+    "If the task cannot be done (for example a file it needs does not exist), reply with:\n"
+    "```bash\ngive_up: the reason\n```{tools}"
+)
+BASH_TOOLS_NOTE = ("\n\nOther tools: a block tagged with the tool's name calls it with the "
+                   "block as its argument:\n{tools}")
 
 
 class HarnessConfig(BaseModel):
     """How prompts are rendered and replies parsed.
 
     ``format``: ``"line"`` (the line protocol for completion-style tiny models; no system
-    prompt is ever shown, the format is fixed) or ``"json"`` (JSON tool calls for chat
-    models, rendered through the tokenizer's chat template by the policy).
-    ``system_prompt`` (json only): a template where ``{tools}`` is replaced by the tool list;
-    None means the built-in one. Observations are cut to ``obs_max_lines`` lines and
+    prompt is ever shown, the format is fixed), ``"json"`` (JSON tool calls for chat
+    models, rendered through the tokenizer's chat template by the policy) or ``"bash"``
+    (one fenced shell block per turn, :mod:`._bash`; what untrained instruct models write).
+    ``system_prompt`` (json and bash): a template where ``{tools}`` is replaced by the tool
+    list (bash: by a note on the card's own tools, or nothing); None means the built-in one. Observations are cut to ``obs_max_lines`` lines and
     ``obs_max_bytes`` bytes (head and tail kept, a marker says how much was cut).
     ``history_turns``: only the last N turns are shown (None: all). Replies longer than
     ``max_reply_chars`` are failed steps. ``stop``: None means ``("\\n",)`` for line and
-    none for json.
+    none for json and bash.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["line", "json"] = "json"
+    format: Literal["line", "json", "bash"] = "json"
     system_prompt: str | None = None
     obs_max_bytes: int = Field(default=2048, ge=64)
     obs_max_lines: int = Field(default=40, ge=2)
@@ -58,13 +70,15 @@ class HarnessConfig(BaseModel):
         return ("\n",) if self.format == "line" else ()
 
     def system_template(self) -> str:
-        return self.system_prompt if self.system_prompt is not None else DEFAULT_JSON_SYSTEM
+        if self.system_prompt is not None:
+            return self.system_prompt
+        return DEFAULT_BASH_SYSTEM if self.format == "bash" else DEFAULT_JSON_SYSTEM
 
     def canonical(self) -> dict[str, Any]:
         """The effective settings (defaults resolved) that the fingerprint hashes."""
         d = self.model_dump(mode="json")
         d["stop"] = list(self.stop_strings)
-        d["system_prompt"] = self.system_template() if self.format == "json" else None
+        d["system_prompt"] = self.system_template() if self.format != "line" else None
         d["line_protocol"] = LINE_PROTOCOL_VERSION if self.format == "line" else None
         d.pop("keep_prompts")  # storage only; never changes what a model sees
         return d
@@ -74,10 +88,25 @@ class HarnessConfig(BaseModel):
         chat template when a tokenizer renders the chat (json format)."""
         d = self.canonical()
         template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
-        if self.format == "json" and isinstance(template, str):
+        if self.format != "line" and isinstance(template, str):
             d["chat_template_sha"] = hashlib.sha256(template.encode()).hexdigest()
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+#: The format a chat model gets when none is named (measured in docs/harness.md: share of
+#: turns that parse, per format, on SmolLM2-135M-Instruct).
+CHAT_DEFAULT_FORMAT = "bash"
+
+
+def default_format(tokenizer: Any = None) -> str:
+    """The harness format for a policy whose tokenizer is ``tokenizer``: ``line`` for a
+    completion model without a chat template (the tiny base), :data:`CHAT_DEFAULT_FORMAT`
+    for a model with one, ``json`` when there is no tokenizer (scripted and API policies,
+    whose format the caller names)."""
+    if tokenizer is None:
+        return "json"
+    return CHAT_DEFAULT_FORMAT if getattr(tokenizer, "chat_template", None) else "line"
 
 
 def truncate_observation(text: str, max_bytes: int, max_lines: int) -> str:

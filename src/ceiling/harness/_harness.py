@@ -17,7 +17,8 @@ from typing import Any
 from ..cards import TaskCard
 from ..policies._types import PolicyRequest
 from ..tools import CORE_TOOLS, Action
-from ._config import HarnessConfig, truncate_observation
+from ._bash import BashParseError, action_to_bash, parse_bash_reply
+from ._config import BASH_TOOLS_NOTE, HarnessConfig, truncate_observation
 from ._json import JsonParseError, action_to_json, parse_json_reply, render_tool_list
 from ._line import LineParseError, action_to_line, one_line, parse_line, render_line_episode
 
@@ -85,9 +86,8 @@ class Dialogue:
         return one_line(first)
 
     def messages(self) -> list[dict[str, str]]:
-        """The chat for the json format: system (tools), user (task), then turns."""
-        tool_list = render_tool_list(self.tools, self._descriptions())
-        system = self.config.system_template().replace("{tools}", tool_list)
+        """The chat for the json and bash formats: system (tools), user (task), then turns."""
+        system = self.config.system_template().replace("{tools}", self._tool_text())
         shown, omitted = self._window()
         task = f"Task: {self.card.instruction}"
         if omitted:
@@ -97,6 +97,17 @@ class Dialogue:
             msgs.append({"role": "assistant", "content": t.reply})
             msgs.append({"role": "user", "content": t.observation})
         return msgs
+
+    def _tool_text(self) -> str:
+        if self.config.format != "bash":
+            return render_tool_list(self.tools, self._descriptions())
+        extra = {n: a for n, a in self.tools.items() if n not in CORE_DESCRIPTIONS
+                 and len(a) == 1}
+        if not extra:
+            return ""
+        desc = self._descriptions()
+        lines = "\n".join(f"- ```{n} ... ```: {desc.get(n, '')}".rstrip(": ") for n in extra)
+        return BASH_TOOLS_NOTE.replace("{tools}", lines)
 
     def _descriptions(self) -> dict[str, str]:
         d = dict(CORE_DESCRIPTIONS)
@@ -136,8 +147,10 @@ class Dialogue:
         try:
             if cfg.format == "line":
                 return parse_line(reply, self.tools)
+            if cfg.format == "bash":
+                return parse_bash_reply(reply, self.tools, cut=finish_reason == "length")
             return parse_json_reply(reply, self.tools)
-        except (LineParseError, JsonParseError) as e:
+        except (LineParseError, JsonParseError, BashParseError) as e:
             msg = str(e)
             if finish_reason == "length":
                 msg += " (the reply was cut at the token limit)"
@@ -147,6 +160,8 @@ class Dialogue:
         """Reply text that this harness parses back into ``action``."""
         if self.config.format == "line":
             return action_to_line(action, self.tools)
+        if self.config.format == "bash":
+            return action_to_bash(action, self.tools)
         return action_to_json(action)
 
     def observe(self, text: str) -> str:

@@ -6,7 +6,7 @@
 """
 
 from ._load import KINDS, load_policy, policy_tokenizer, resolve_builtin
-from ._types import Generation, Policy, PolicyRequest, SamplingParams
+from ._types import Generation, Policy, PolicyRequest, SamplingParams, sampling_params
 
 __all__ = ["KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "load_policy",
-           "policy_tokenizer", "resolve_builtin"]
+           "policy_tokenizer", "resolve_builtin", "sampling_params"]

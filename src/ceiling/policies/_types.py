@@ -9,11 +9,38 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class SamplingParams:
+    """How a model samples a reply. ``temperature`` 0 is greedy (the argmax, no
+    randomness); ``top_p`` < 1 keeps the smallest set of tokens whose probability reaches
+    it (nucleus sampling); ``stop`` strings end a reply."""
+
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 128
     stop: tuple[str, ...] = ()
     seed: int | None = None
+
+
+def sampling_params(*, temperature: float | None = None, top_p: float | None = None,
+                    max_new_tokens: int | None = None, seed: int | None = None,
+                    stop: tuple[str, ...] = ()) -> SamplingParams:
+    """:class:`SamplingParams` from user settings (None: the default), checked: a bad value
+    raises ConfigError naming the command-line flag and the valid range."""
+    from .._errors import ConfigError
+
+    d = SamplingParams()
+    t = d.temperature if temperature is None else float(temperature)
+    p = d.top_p if top_p is None else float(top_p)
+    n = d.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+    if not t >= 0:
+        raise ConfigError(f"temperature {t} is negative", where="--temperature",
+                          fix="use 0 (greedy) or a positive value such as 0.7 or 1.0")
+    if not 0 < p <= 1:
+        raise ConfigError(f"top-p {p} is outside (0, 1]", where="--top-p",
+                          fix="use a value in (0, 1], e.g. 0.95; 1 turns it off")
+    if n < 1:
+        raise ConfigError(f"max-new-tokens {n} allows no reply", where="--max-new-tokens",
+                          fix="use 1 or more, e.g. 256")
+    return SamplingParams(temperature=t, top_p=p, max_new_tokens=n, stop=stop, seed=seed)
 
 
 @dataclass
