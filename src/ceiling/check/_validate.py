@@ -135,7 +135,13 @@ def _applies(plan: Plan, card: TaskCard) -> bool:
 
 
 def _pool_map(fn: Callable[[Any], Run], jobs: list[Any], workers: int,
-              progress: Progress | None) -> list[Run]:
+              progress: Progress | None, executor: str = "local",
+              ray_address: str | None = None) -> list[Run]:
+    if executor != "local":  # ray: each job a Ray task (ceiling.rollout.map_jobs)
+        from ..rollout import map_jobs
+
+        return map_jobs(fn, jobs, workers=workers, executor=executor,
+                        ray_address=ray_address, progress=progress)
     out: list[Run] = []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
         for r in ex.map(fn, jobs):
@@ -147,8 +153,10 @@ def _pool_map(fn: Callable[[Any], Run], jobs: list[Any], workers: int,
 
 def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: int = 2,
              exploits_per_card: int = 1, workers: int = 2, spec: RewardSpec | None = None,
-             progress: Progress | None = None, quarantine: Path | None = None) -> dict[str, Any]:
-    """Validate ``cards``; returns the JSON-ready report (keys documented in the CLI)."""
+             progress: Progress | None = None, quarantine: Path | None = None,
+             executor: str = "local", ray_address: str | None = None) -> dict[str, Any]:
+    """Validate ``cards``; returns the JSON-ready report (keys documented in the CLI).
+    ``executor``/``ray_address``: where the episodes run (``ceiling.rollout.map_jobs``)."""
     if repeats < 1:
         raise ConfigError("repeats must be at least 1", fix="pass --repeats 1 or more")
     t0 = time.perf_counter()
@@ -164,7 +172,8 @@ def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: 
                 if _applies(p, card):
                     jobs.append((card, p))
                     break
-    runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress)
+    runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress,
+                     executor, ray_address)
     by_card: dict[str, list[Run]] = {}
     for r in runs:
         by_card.setdefault(r.card, []).append(r)
@@ -198,7 +207,8 @@ def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: 
     return {"cards": len(cards), "oracle_solved": oracle_ok, "null_solved": null_ok,
             "exploit_max_reward": exploit_max, "flaky": flaky, "infra_errors": infra,
             "exploit_runs": sum(1 for r in runs if r.plan not in ("oracle", "null")),
-            "failures": failures[:50], "backend": backend, "repeats": repeats,
+            "failures": failures[:50], "backend": backend, "executor": executor,
+            "repeats": repeats,
             "in_process": inprocess_cards(cards, runs),
             "seconds": round(time.perf_counter() - t0, 2),
             "ok": oracle_ok == len(cards) and null_ok == 0 and not flaky
@@ -227,7 +237,8 @@ def _row() -> dict[str, Any]:
 
 def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: int = 2,
             exploits: Sequence[str] | None = None, spec: RewardSpec | None = None,
-            progress: Progress | None = None) -> dict[str, Any]:
+            progress: Progress | None = None, executor: str = "local",
+            ray_address: str | None = None) -> dict[str, Any]:
     """Every exploit on every card it applies to (``ScriptPlan.applies``).
 
     Returns ``{"exploits": {NAME: {"class", "runs", "positive", "max_reward", "outcomes",
@@ -243,7 +254,8 @@ def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: i
             raise ConfigError(f"unknown exploit {n!r}", fix=f"use one of {sorted(EXPLOITS)}")
     t0 = time.perf_counter()
     jobs = redteam_jobs(cards, names)
-    runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress)
+    runs = _pool_map(lambda j: _play(j[0], j[1], backend, spec), jobs, workers, progress,
+                     executor, ray_address)
     table: dict[str, dict[str, Any]] = {
         n: {"class": EXPLOITS[n].exploit_class, **_row(), "tamper_missed": 0} for n in names}
     classes: dict[str, dict[str, Any]] = {}
@@ -268,7 +280,8 @@ def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: i
             "cards": len(cards), "runs": len(runs), "positives": positives[:50],
             "infra_errors": len(infra), "infra_samples": infra[:10],
             "in_process": inprocess_cards(cards, runs),
-            "backend": backend, "seconds": round(time.perf_counter() - t0, 2)}
+            "backend": backend, "executor": executor,
+            "seconds": round(time.perf_counter() - t0, 2)}
 
 
 def redteam_jobs(cards: Sequence[TaskCard], names: Sequence[str]) -> list[tuple[TaskCard, Plan]]:

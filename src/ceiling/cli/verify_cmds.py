@@ -13,6 +13,7 @@ import typer
 
 from .._errors import ConfigError
 from ._app import app, bench_app, envs_app
+from ._executor_opts import ExecutorOpt, RayAddressOpt, check_executor
 
 Backend = Annotated[str, typer.Option("--backend", help="sandbox backend: namespace | local "
                                       "(local has no isolation)")]
@@ -55,6 +56,8 @@ def validate_cmd(
     workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
     backend: Backend = "namespace",
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Oracle solves every card, null solves none, exploits earn <= 0, oracle is stable.
 
@@ -68,13 +71,15 @@ def validate_cmd(
     from ..sandbox import ceiling_home
 
     _check_backend(backend)
+    check_executor(executor, ray_address)
     folders = card_folders(target)
     cards = cards_for(target, n)
     total = len(cards) * (repeats + 1 + exploits)
     with _progress(total, f"validate {target}") as adv:
         rep = validate(cards, backend=backend, repeats=repeats, exploits_per_card=exploits,
                        workers=workers, progress=adv,
-                       quarantine=ceiling_home() / "quarantine.json")
+                       quarantine=ceiling_home() / "quarantine.json",
+                       executor=executor, ray_address=ray_address)
     rep["target"] = target
     if folders is not None:
         rep["folder_cards"] = len(folders)
@@ -119,6 +124,8 @@ def redteam_cmd(
     workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
     backend: Backend = "namespace",
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run every exploit against generated cards (each on the cards it applies to); print
     hack success per exploit and per attack class.
@@ -133,6 +140,7 @@ def redteam_cmd(
     from ..verify.exploits import CLASSES, EXPLOITS
 
     _check_backend(backend)
+    check_executor(executor, ray_address)
     for k in klass or []:
         if k not in CLASSES:
             raise ConfigError(f"unknown exploit class {k!r}", where="--class",
@@ -144,7 +152,8 @@ def redteam_cmd(
     cards = [c for t in tmpls for c in cards_for(t.template_id(), n)]
     total = len(redteam_jobs(cards, [x for x in names if x in EXPLOITS]))
     with _progress(total, "redteam") as adv:
-        rep = redteam(cards, backend=backend, workers=workers, exploits=names, progress=adv)
+        rep = redteam(cards, backend=backend, workers=workers, exploits=names, progress=adv,
+                      executor=executor, ray_address=ray_address)
     rep["families"] = sorted({t.family for t in tmpls})
     if as_json:
         _emit(rep)

@@ -219,6 +219,7 @@ class RayExecutor:
         self._closing: list[Any] = []
         self.lost_workers = 0
         self.stragglers = 0
+        self.placed: dict[str, int] = {}  # node id -> episodes started there (this run)
 
     # ------------------------------------------------------------------ workers
     def _spawn(self) -> None:
@@ -357,6 +358,7 @@ class RayExecutor:
             slot = self._pick()
             slot.load += 1
             self._where[eid] = slot
+            self.placed[slot.node] = self.placed.get(slot.node, 0) + 1
             b = card.budget
             self._deadline[eid] = time.monotonic() + b.episode_timeout_s + \
                 b.command_timeout_s + self.straggler_grace_s
