@@ -81,6 +81,9 @@ ETC_COPY = ("nsswitch.conf", "ld.so.cache", "ld.so.conf", "localtime", "timezone
             "debian_version", "mime.types", "protocols", "services", "host.conf", "shells")
 ETC_BIND = ("alternatives", "ld.so.conf.d")
 RUNTIME = "/opt/ceiling/runtime"
+WORKSPACE = "/workspace"
+# Top-level names an image layer never overlays: the sandbox's own mounts.
+IMAGE_SKIP = ("proc", "sys", "dev", "run", "tmp", ".ceiling", "workspace")
 
 
 def _check(rc: int, what: str) -> int:
@@ -149,10 +152,29 @@ def mount_state(cfg: dict) -> None:
         os.chdir("/")
     mount(f"{STATE}/tmp", "/tmp", None, MS_BIND)
     mount(f"{STATE}/shm", "/dev/shm", None, MS_BIND)
+    if cfg.get("workdir", WORKSPACE) != WORKSPACE:  # the card's mount point: the same overlay
+        mount(WORKSPACE, cfg["workdir"], None, MS_BIND)
+    if cfg.get("home", "/tmp") != "/tmp":
+        mount_home(cfg)
 
 
-def unmount_state() -> None:
-    for p in ("/dev/shm", "/tmp", "/workspace", STATE):
+def mount_home(cfg: dict) -> None:
+    """The home folder: a writable overlay (upper on the state tmpfs, so reset empties it)
+    over the image's files at that path (dotfiles, a git identity), at ``cfg["home"]``."""
+    for name in ("home", "home/upper", "home/work"):
+        os.mkdir(f"{STATE}/{name}", 0o755)
+    os.chown(f"{STATE}/home/upper", cfg["uid"], cfg["gid"])
+    lowers = ":".join(cfg.get("home_lowers") or []) or "/.ceiling/empty"
+    opts = (f"lowerdir={lowers},upperdir={STATE}/home/upper,workdir={STATE}/home/work,"
+            "redirect_dir=off,metacopy=off,index=off")
+    mount("overlay", cfg["home"], "overlay", MS_NOSUID | MS_NODEV, opts)
+
+
+def unmount_state(cfg: dict | None = None) -> None:
+    cfg = cfg or {}
+    extra = [p for p, default in ((cfg.get("home"), "/tmp"), (cfg.get("workdir"), WORKSPACE))
+             if p and p != default]
+    for p in (*extra, "/dev/shm", "/tmp", "/workspace", STATE):
         umount(p)
 
 
@@ -161,7 +183,8 @@ def _etc(cfg: dict) -> dict[str, bytes]:
     hostname, and copies of the world-readable system files programs read (``ETC_COPY``)."""
     uid, gid = cfg["uid"], cfg["gid"]
     out = {
-        "passwd": (f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\n"
+        "passwd": (f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{gid}:sandbox:"
+                   f"{cfg.get('home', '/tmp')}:/bin/sh\n"
                    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n").encode(),
         "group": f"root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n".encode(),
         "hosts": b"127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost\n",
@@ -177,6 +200,66 @@ def _etc(cfg: dict) -> dict[str, bytes]:
             with open(p, "rb") as f:
                 out[name] = f.read()
     return out
+
+
+def image_overlays(new: str, cfg: dict, imgs: list[int],
+                   later: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Show the card's image layers (``cfg["rootfs"]``, lowest first, attached read-only at
+    ``/.ceiling/img/<i>``): each top-level folder they hold becomes a read-only overlay over
+    the host's allow-listed folder of that name (system folders), over the synthesized /etc
+    (whose own files win: users, hosts), or over a skeleton holding the mount points still
+    to come (other folders). Returns ``later`` without the /etc binds the image replaced
+    (those become overlays over the host folder instead). Never resolves a path the image
+    controls on the host: every path is inside the new root or the attached layers."""
+    dirs = [f"{new}/.ceiling/img/{i}" for i in range(len(imgs))]
+    points = [p for p, _ in later] + [cfg.get("workdir", WORKSPACE), cfg.get("home", "/tmp")]
+    tops: list[str] = []
+    for d in dirs:
+        for name in sorted(os.listdir(d)):
+            if name not in IMAGE_SKIP and name not in tops and not os.path.islink(f"{d}/{name}") \
+                    and os.path.isdir(f"{d}/{name}"):
+                tops.append(name)
+    opts = "redirect_dir=off,metacopy=off,index=off"
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV
+    keep = list(later)
+    for top in tops:
+        target = f"{new}/{top}"
+        if os.path.islink(target):  # /bin -> usr/bin: the image wrote through the link
+            continue
+        lowers = [f"{d}/{top}" for d in reversed(dirs)
+                  if os.path.isdir(f"{d}/{top}") and not os.path.islink(f"{d}/{top}")]
+        if top in SYSTEM and os.path.isdir(target):
+            lowers.append(target)
+        elif top == "etc":
+            for name in ETC_BIND:
+                sub = [f"{low}/{name}" for low in lowers if os.path.isdir(f"{low}/{name}")
+                       and not os.path.islink(f"{low}/{name}")]
+                if sub and os.path.isdir("/etc/" + name):
+                    keep = [t for t in keep if t[0] != "/etc/" + name]
+                os.makedirs(f"{target}/{name}", 0o755, exist_ok=True)
+            lowers.insert(0, target)
+        else:
+            skel = f"{new}/.ceiling/skel/{top}"
+            os.makedirs(skel, 0o755)
+            for p in points:
+                if p.startswith(f"/{top}/"):
+                    os.makedirs(skel + p[len(top) + 1:], 0o755, exist_ok=True)
+            lowers.insert(0, skel)
+            os.makedirs(target, 0o755, exist_ok=True)
+        mount("overlay", target, "overlay", flags, f"lowerdir={':'.join(lowers)},{opts}")
+        if top == "etc":
+            for name in ETC_BIND:
+                sub = [f"{low}/{name}" for low in lowers[1:] if os.path.isdir(f"{low}/{name}")
+                       and not os.path.islink(f"{low}/{name}")]
+                if sub and os.path.isdir("/etc/" + name):
+                    mount("overlay", f"{target}/{name}", "overlay", flags,
+                          f"lowerdir={':'.join([*sub, '/etc/' + name])},{opts}")
+    home = cfg.get("home", "/tmp")
+    if home != "/tmp":  # the home overlay (mount_home) stacks the image's files at that path
+        cfg["home_lowers"] = [f"/.ceiling/img/{i}{home}" for i in reversed(range(len(dirs)))
+                              if os.path.isdir(f"{dirs[i]}{home}")
+                              and not os.path.islink(f"{dirs[i]}{home}")]
+    return keep
 
 
 def build_root(cfg: dict) -> None:
@@ -215,12 +298,17 @@ def build_root(cfg: dict) -> None:
     trees.append((RUNTIME, clone_tree(cfg["runtime"])))
     etc = _etc(cfg)
     store = cfg.pop("store_fd", None) or clone_tree(cfg["store"])  # prepare_store: id-mapped
+    imgs = [clone_tree(p) for p in cfg.get("rootfs") or []]  # before /tmp is covered
     devs = {d: clone_tree("/dev/" + d, readonly=False, recursive=False)
             for d in ("null", "zero", "full", "random", "urandom", "tty") if os.path.exists("/dev/" + d)}
     new = "/tmp"
     mount("ceiling-root", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=2m,nr_inodes=4096,mode=0755")
     for d in ("etc", "proc", "dev", "sys", "tmp", "run", "workspace", ".ceiling"):
         os.mkdir(f"{new}/{d}", 0o700 if d == ".ceiling" else 0o755)
+    os.mkdir(f"{new}/.ceiling/empty", 0o755)
+    for i, fd in enumerate(imgs):  # root-only folder: only the overlays show them
+        os.makedirs(f"{new}/.ceiling/img/{i}", 0o700)
+        attach(fd, f"{new}/.ceiling/img/{i}")
     os.chmod(f"{new}/tmp", 0o1777)
     for name, data in etc.items():
         with open(f"{new}/etc/{name}", "wb") as f:
@@ -229,7 +317,17 @@ def build_root(cfg: dict) -> None:
     os.symlink("../proc/self/mounts", f"{new}/etc/mtab")
     for p, target in links:
         os.symlink(target, new + p)
-    for p, fd in sorted(trees, key=lambda t: (t[0].count("/"), t[0])):
+    order = sorted(trees, key=lambda t: (t[0].count("/"), t[0]))
+    first = [t for t in order if t[0].lstrip("/") in SYSTEM]
+    later = [t for t in order if t[0].lstrip("/") not in SYSTEM]
+    for p, fd in first:
+        os.makedirs(new + p, 0o755, exist_ok=True)
+        attach(fd, new + p)
+    if imgs:
+        later = image_overlays(new, cfg, imgs, later)
+    for p in (cfg.get("workdir", WORKSPACE), cfg.get("home", "/tmp")):
+        os.makedirs(new + p, 0o755, exist_ok=True)  # in the root tmpfs (or an image skeleton)
+    for p, fd in later:
         os.makedirs(new + p, 0o755, exist_ok=True)  # exists already under /usr, say
         attach(fd, new + p)
     for p in cfg["masks"]:
@@ -504,7 +602,7 @@ def kill_session(sid: int) -> None:
             return
 
 
-ALLOWED = ("/workspace", "/tmp")
+ALLOWED: tuple[str, ...] = ("/workspace", "/tmp")  # plus the card's workdir and home (main)
 
 
 def _inside(real: str) -> bool:
@@ -682,7 +780,7 @@ def serve_init(sock: socket.socket, cfg: dict, life: int = -1, mq: int = -1,
             drop_sysv_ipc()
             try:
                 drop_mqueues(mq)
-                unmount_state()
+                unmount_state(cfg)
                 if req.get("lowers") is not None:
                     cfg["lowers"] = req["lowers"]
                 mount_state(cfg)
@@ -928,6 +1026,9 @@ def main() -> None:
     cfg_fd = int(sys.argv[3])  # a memfd: PID 1's argv is readable by the commands
     cfg = marshal.loads(os.pread(cfg_fd, os.fstat(cfg_fd).st_size, 0))
     os.close(cfg_fd)
+    global ALLOWED
+    ALLOWED = tuple(dict.fromkeys(("/workspace", "/tmp", cfg.get("workdir", WORKSPACE),
+                                   cfg.get("home", "/tmp"))))
     if sys.argv[0].startswith("/proc/self/fd/"):  # the script, opened by the host
         os.close(int(sys.argv[0].rsplit("/", 1)[1]))
     os.chdir("/")  # pivot_root moves cwds at the old root; others would pin the old tree

@@ -22,12 +22,12 @@ import sys
 import threading
 from pathlib import Path
 
-from .._errors import SandboxUnavailable
+from .._errors import ConfigError, SandboxUnavailable
 from . import _runtime as runtime
 from . import _seccomp, _uidpool
 from ._cgroup import Cgroup, log
 from ._layers import SANDBOX_GID, SANDBOX_UID, LayerStore
-from ._types import Limits
+from ._types import WORKDIR, Limits
 from ._uidpool import UidLease
 
 HOLDER = str(Path(__file__).with_name("_holder.py"))
@@ -120,6 +120,32 @@ def _netns_fd(host_pid: int) -> int:
                                  fix="pass network_of= a sandbox that is open") from None
 
 
+def _layout_cfg(limits: Limits, cfg: dict[str, object]) -> dict[str, object]:
+    """The holder's layout keys (workdir, home, rootfs), checked against the rest of the
+    root: a mount point must not cover nor sit inside a folder the root shows (the runtime,
+    the base interpreter, ``CEILING_SANDBOX_PATHS``), and every image layer must be a
+    root-owned folder of the image store that nobody else can write (``_image``)."""
+    from ._image import check_layer_dir
+
+    shown = [str(cfg["base_prefix"]), *map(str, cfg.get("paths") or []), runtime.INSIDE]
+    for name in ("workdir", "home"):
+        point = getattr(limits, name)
+        if point in ("/tmp", WORKDIR):
+            continue
+        for p in shown:
+            if p == point or p.startswith(point + "/") or point.startswith(p + "/"):
+                raise ConfigError(f"the sandbox's {name} {point!r} would cover or sit inside "
+                                  f"{p!r}, which the sandbox root shows", where=f"Limits.{name}",
+                                  fix="choose another folder (e.g. /app, /home/agent)")
+    if limits.workdir != WORKDIR and limits.home != "/tmp" and (
+            limits.home == limits.workdir or limits.home.startswith(limits.workdir + "/")
+            or limits.workdir.startswith(limits.home + "/")):
+        raise ConfigError(f"workdir {limits.workdir!r} and home {limits.home!r} overlap",
+                          where="Limits.home", fix="put the home folder elsewhere")
+    return {"workdir": limits.workdir, "home": limits.home,
+            "rootfs": [check_layer_dir(p) for p in limits.rootfs]}
+
+
 def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
                  network_of: int | None = None) -> Holder:
     """Start a holder over ``lowers``; with ``network_of`` (the host pid of another
@@ -146,6 +172,7 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
     if not IDMAP:  # tests of the fall-back (a kernel without id-mapped mounts)
         cfg["userns_error"] = "id-mapped store turned off (_launch.IDMAP)"
     cfg.update(runtime.current().holder_cfg())  # the allow-listed root (see _runtime)
+    cfg.update(_layout_cfg(limits, cfg))
     cfg["seccomp"] = _seccomp.program()  # installed by the spawner on every command
     netfd = None if network_of is None else _netns_fd(network_of)
     if netfd is not None:
@@ -235,7 +262,7 @@ class HolderPool:
     def key(store: LayerStore, limits: Limits) -> str:
         """What a started holder depends on (timeouts and output caps are host-side)."""
         held = limits.model_dump(include={"memory_mb", "max_processes", "max_file_mb",
-                                          "disk_mb", "cpu_s"})
+                                          "disk_mb", "cpu_s", "workdir", "home", "rootfs"})
         return f"{store.root.resolve()}\0{sorted(held.items())}\0{runtime.current().key()}"
 
     def take(self, store: LayerStore, limits: Limits) -> Holder | None:

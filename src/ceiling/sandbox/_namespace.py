@@ -118,7 +118,11 @@ class NamespaceSandbox:
 
     backend = "namespace"
 
-    python = _runtime.PYTHON  # the runtime's interpreter, as commands see it
+    @property
+    def python(self) -> str:
+        """The interpreter graders run inside: the card's (``limits.python``, an image's
+        python with its packages) or the runtime's."""
+        return self.limits.python or _runtime.PYTHON
 
     def __init__(self, layer_ids: Sequence[str], store: LayerStore, limits: Limits, *,
                  network_of: NamespaceSandbox | None = None) -> None:
@@ -209,7 +213,7 @@ class NamespaceSandbox:
         return fd
 
     def _abs(self, path: str, *, cwd: bool = False) -> str:
-        p = path if path.startswith("/") else f"{WORKDIR}/{path}"
+        p = path if path.startswith("/") else f"{self.limits.workdir}/{path}"
         return os.path.normpath(p)
 
     # -- the Sandbox protocol ---------------------------------------------------------------
@@ -219,9 +223,10 @@ class NamespaceSandbox:
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
         if not argv:
             raise ValueError("exec needs a command")
-        run_env = {"PATH": RUN_PATH, "HOME": "/tmp",
-                   "TMPDIR": "/tmp", "WORKSPACE": WORKDIR, "LANG": "C.UTF-8",
+        run_env = {"PATH": RUN_PATH, "HOME": self.limits.home,
+                   "TMPDIR": "/tmp", "WORKSPACE": self.limits.workdir, "LANG": "C.UTF-8",
                    "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1"}
+        run_env.update(self.limits.env)
         run_env.update(env or {})
         timeout = timeout if timeout is not None else self.limits.command_timeout_s
         cap = self.limits.max_output_bytes
@@ -233,7 +238,7 @@ class NamespaceSandbox:
                 h = self._holder()
                 rid = str(next(self._seq))
                 req = {"op": "exec", "id": rid, "argv": argv, "env": run_env,
-                       "cwd": self._abs(cwd) if cwd else WORKDIR}
+                       "cwd": self._abs(cwd) if cwd else self.limits.workdir}
                 data = marshal.dumps(req)
                 if len(data) > 32_768:  # past a datagram's comfortable size: send a memfd
                     fds.append(self._memfd(data))

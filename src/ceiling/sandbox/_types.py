@@ -8,14 +8,40 @@ state into a new layer, ``fork()`` starts a second sandbox from the current stat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Self, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 WORKDIR = "/workspace"
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$")
+# Top-level folders a card's mount point (workspace, home) may never be in or over: the
+# allow-listed system folders, the sandbox's own mounts, the runtime, the store.
+RESERVED_TOPS = frozenset({"proc", "sys", "dev", "run", "etc", "usr", "bin", "sbin", "lib",
+                           "lib32", "lib64", "libx32", "boot", ".ceiling", "workspace"})
+
+
+def check_mount_point(path: str, *, field: str = "path") -> str:
+    """A card-chosen absolute folder inside the sandbox (the workspace's mount point, the
+    home folder): absolute and normal (no ``..``, ``.``, ``//``, trailing ``/``), plain
+    names, never ``/`` nor in or over a reserved top-level folder (``RESERVED_TOPS``) nor
+    ``/opt/ceiling``. ``/tmp`` itself (the default home) and ``/workspace`` (the default
+    workspace) are allowed as they are. Checked here and again by the holder; nothing of
+    the host is resolved: the path only ever names a folder of the sandbox's own root."""
+    if path in ("/tmp", WORKDIR):
+        return path
+    parts = path.split("/")
+    if not path.startswith("/") or len(parts) < 2 or any(not _NAME.match(x) for x in parts[1:]):
+        raise ValueError(f"{field} {path!r} must be an absolute folder of plain names "
+                         "(letters, digits, '._+-'; no '..', no empty part), e.g. '/app'")
+    if parts[1] in RESERVED_TOPS or parts[1] == "tmp" or path.startswith("/opt/ceiling") \
+            or path == "/opt":
+        raise ValueError(f"{field} {path!r} is in or over a folder the sandbox reserves "
+                         f"({', '.join(sorted(RESERVED_TOPS))}, /tmp, /opt/ceiling)")
+    return path
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +75,26 @@ class Limits(BaseModel):
     command_timeout_s: float = Field(default=30.0, gt=0)
     max_output_bytes: int = Field(default=1 << 20, ge=64)
     network: bool = False  # loopback only inside the sandbox when False
+    # Layout (issue 15; namespace backend): where the workspace shows, the home folder, the
+    # card's image layers (root-owned folders of the image store, lowest first), the
+    # environment every command gets and the interpreter graders run inside.
+    workdir: str = WORKDIR
+    home: str = "/tmp"
+    rootfs: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    python: str | None = None
+
+    @field_validator("workdir", "home")
+    @classmethod
+    def _mount_point(cls, v: str, info: ValidationInfo) -> str:
+        return check_mount_point(v, field=f"Limits.{info.field_name}")
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or "\0" in v):
+            raise ValueError("python must be an absolute path inside the sandbox")
+        return v
 
 
 @runtime_checkable
