@@ -37,7 +37,38 @@ def card(runner: str = "inprocess") -> TaskCard:
     return c
 
 
-WRONG = "\n\ndef add(a, b):\n    return 0\n"
+WRONG = "\n\ndef add(a, b):\n    globals().get('_walk', lambda: None)()\n    return 0\n"
+
+FORGE_CHANNEL = r'''
+import json, os, sys
+root = sys.argv[1]
+ids = []
+for name in sorted(os.listdir(os.path.join(root, "tests"))):
+    if name.endswith(".py"):
+        for line in open(os.path.join(root, "tests", name)):
+            if line.startswith("def test_"):
+                ids.append(name + "::" + line[4:line.index("(")])
+recs = [{"event": "collected", "ids": ids}]
+for i in ids:
+    bad = "canary" in i and "test_fail_" in i
+    recs += [{"event": "test", "nodeid": i, "when": "setup", "outcome": "passed", "xfail": False, "message": ""},
+             {"event": "ran", "nodeid": i, "raised": bad, "error": "AssertionError" if bad else ""},
+             {"event": "test", "nodeid": i, "when": "call", "outcome": "failed" if bad else "passed", "xfail": False, "message": "x" if bad else ""},
+             {"event": "test", "nodeid": i, "when": "teardown", "outcome": "passed", "xfail": False, "message": ""}]
+recs.append({"event": "end", "rc": 1})
+data = b"".join((json.dumps(dict(r, seq=n + 1)) + "\n").encode() for n, r in enumerate(recs))
+for fd in range(3, 1024):
+    try:
+        os.fstat(fd)
+    except OSError:
+        continue
+    if fd >= 300:
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+os._exit(0)
+'''
 
 ATTACKS = {
     # replace a module-level function of the runner machinery (no audit event: the identity
@@ -95,6 +126,27 @@ for fd in range(3, 1024):
         os.write(fd, line)
     except OSError:
         pass
+''',
+    # forge a whole, well-sequenced run on the channel (every record with the right seq,
+    # canaries answered right, then exit): only the runner's HMAC key tells it apart
+    "fd_forge_in_sequence": FORGE_CHANNEL,
+    # reach pytest's frames with sys._getframe(k) and register a forging plugin there
+    "getframe_walk": '''
+import sys, pytest
+class F:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        o = yield
+        o.get_result().outcome = "passed"
+def _walk():
+    for i in range(1, 80):
+        try:
+            f = sys._getframe(i)
+        except ValueError:
+            return
+        if "pyfuncitem" in f.f_locals:
+            f.f_locals["pyfuncitem"].config.pluginmanager.register(F(), "forge")
+            return
 ''',
     # find the results channel through /proc
     "proc_fd": '''
@@ -162,3 +214,24 @@ def test_grading_mode_names_in_process_cards() -> None:
 
     assert [grading_mode(card(r)) for r in ("inprocess", "sandbox", "subject", "files")] == \
         ["in-process", "in-process", "host", "host"]
+
+
+def test_passing_report_without_a_clean_call_is_forged() -> None:
+    """The host's cross-check: a call reported passed needs the runner's own record that
+    the test function ran and did not raise."""
+    from ceiling.verify._grader import GradeResult, _combine
+
+    def run(raised: bool | None) -> list[str]:
+        evs = [{"event": "start"}, {"event": "collected", "ids": ["t.py::a"]},
+               {"event": "test", "nodeid": "t.py::a", "when": "setup", "outcome": "passed"}]
+        if raised is not None:
+            evs.append({"event": "ran", "nodeid": "t.py::a", "raised": raised})
+        evs += [{"event": "test", "nodeid": "t.py::a", "when": "call", "outcome": "passed"},
+                {"event": "end", "rc": 0}]
+        res = GradeResult(canary_pass="", canary_fail="")
+        _combine([dict(e, seq=i) for i, e in enumerate(evs)], res, sequenced=True)
+        return res.tamper
+
+    assert run(False) == []
+    assert any("raised" in t for t in run(True))
+    assert any("no record" in t for t in run(None))

@@ -17,6 +17,8 @@ against the card's expected ids; the exit code is never trusted.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import secrets
 import shutil
@@ -69,23 +71,48 @@ def _canary_file(nonce: str) -> tuple[str, str, str, str]:
     return name, body, f"{name}::test_pass_{nonce}", f"{name}::test_fail_{nonce}"
 
 
-def _combine(events: list[dict[str, Any]], res: GradeResult, *, sequenced: bool = False) -> None:
+def _cross_check(reports: dict[str, list[dict[str, Any]]], ran: dict[str, bool],
+                 res: GradeResult) -> None:
+    """A call reported as passed must have a record, taken around the test function before
+    any report existed, that it ran and did not raise; else the report was forged."""
+    for nid, evs in reports.items():
+        if any(e.get("when") == "call" and e.get("outcome") == "passed" for e in evs) and \
+                ran.get(nid, True):
+            why = "raised" if nid in ran else "has no record of running"
+            res.tamper.append(f"results channel: {nid} reported passed but its call {why}")
+
+
+def _signed(ev: dict[str, Any], key: bytes) -> bool:
+    mac = ev.pop("mac", None)
+    body = json.dumps(ev, sort_keys=True).encode()
+    return isinstance(mac, str) and hmac.compare_digest(
+        mac, hmac.new(key, body, hashlib.sha256).hexdigest())
+
+
+def _combine(events: list[dict[str, Any]], res: GradeResult, *, sequenced: bool = False,
+             key: bytes | None = None) -> None:
     """Fold recorder events into ``res``. With ``sequenced`` (the in-process runner), every
-    record must carry the next sequence number; anything else is recorded as tampering
-    with the results channel and the records after it are ignored."""
+    record must carry the next sequence number (and, with ``key``, its HMAC); anything else
+    is recorded as tampering with the results channel and the records after it are
+    ignored."""
     reports: dict[str, list[dict[str, Any]]] = {}
+    ran: dict[str, bool] = {}  # the in-process runner's second record: did the call raise
     seen: set[tuple[str, str]] = set()
     for i, ev in enumerate(events):
+        if key is not None and not _signed(ev, key):
+            res.tamper.append(f"results channel: record {i} is not signed by the runner "
+                              "(forged lines)")
+            break
         if sequenced and ev.get("seq") != i:
             res.tamper.append(f"results channel: record {i} out of sequence (forged lines)")
             break
         kind = ev.get("event")
         if kind == "test":
-            key = (str(ev.get("nodeid")), str(ev.get("when")))
-            if key in seen:
-                res.tamper.append(f"results channel: {key[0]} {key[1]} reported twice")
+            phase = (str(ev.get("nodeid")), str(ev.get("when")))
+            if phase in seen:
+                res.tamper.append(f"results channel: {phase[0]} {phase[1]} reported twice")
                 continue
-            seen.add(key)
+            seen.add(phase)
         if kind == "tamper":
             res.tamper.append(f"{ev.get('what')} (during {ev.get('nodeid') or 'collection'})")
         if kind == "start":
@@ -100,6 +127,10 @@ def _combine(events: list[dict[str, Any]], res: GradeResult, *, sequenced: bool 
             res.collect_errors[str(ev.get("nodeid"))] = str(ev.get("message", ""))
         elif kind == "test":
             reports.setdefault(str(ev.get("nodeid")), []).append(ev)
+        elif kind == "ran":
+            ran[str(ev.get("nodeid"))] = bool(ev.get("raised"))
+    if sequenced:
+        _cross_check(reports, ran, res)
     for nid, evs in reports.items():
         bad = [e for e in evs if e.get("outcome") == "failed"
                or (e.get("outcome") == "passed" and e.get("xfail"))]
@@ -163,10 +194,11 @@ def grade_in_sandbox(tests: Mapping[str, FileEntry], sandbox: Any, timeout: floa
         argv = [python, "-I", f"{root}/run.py", root, "--", *_args(root)]
         env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "HOME": root}
-        r = sandbox.exec(argv, timeout=timeout, env=env)
+        key = secrets.token_hex(32).encode()
+        r = sandbox.exec(argv, timeout=timeout, env=env, stdin=key + b"\n")
         res.exit_code, res.timed_out, res.stderr = r.exit_code, r.timed_out, r.stderr[-2000:]
         res.duration_s = r.duration_s
-        _combine(_parse(r.stdout), res, sequenced=True)
+        _combine(_parse(r.stdout), res, sequenced=True, key=key)
         return res
     finally:
         if host_root is not None:

@@ -6,7 +6,10 @@ Before anything of the workspace can run:
 
 1. **Results channel.** fd 1 (a memfd the host holds) is duplicated to a random high,
    close-on-exec descriptor; fd 1 becomes stderr. Every record is one JSON line with a
-   sequence number (``seq``) so the host can reject duplicated, reordered or foreign lines.
+   sequence number (``seq``) and an HMAC-SHA256 (``mac``) under a key the host sends on
+   stdin (read, then stdin closed, before any workspace code runs), so the host rejects
+   duplicated, reordered or foreign lines even when they are written to the right
+   descriptor with the right sequence number.
 2. **Bytecode.** From the session start (before collection imports anything of the
    workspace) ``sys.pycache_prefix`` points at a fresh folder: ``__pycache__`` folders in
    the workspace are never read (a planted ``.pyc`` of a protected test would otherwise
@@ -38,11 +41,19 @@ import sys
 
 
 def _main():
+    import hashlib
+    import hmac
     import json
     import random
 
     root = sys.argv[1]
     args = sys.argv[sys.argv.index("--") + 1:]
+    # the record key arrives on stdin (never in argv or the environment) before anything of
+    # the workspace runs; stdin is then closed
+    key = sys.stdin.buffer.readline().strip()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     out_fd = os.dup(1)
     high = random.randrange(300, 900)
     os.dup2(out_fd, high)
@@ -59,6 +70,8 @@ def _main():
     def emit(**rec):
         rec["seq"] = state["seq"]
         state["seq"] += 1
+        body = json.dumps(rec, sort_keys=True)
+        rec["mac"] = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
         data = (json.dumps(rec) + "\n").encode()
         while data:
             data = data[os.write(high, data):]
@@ -77,6 +90,16 @@ def _main():
         f = filename or ""
         return ("/_pytest/" in f or "/pluggy/" in f or "/pytest/" in f
                 or f == here)
+
+    def workspace_caller():
+        """Whether the code that raised the event (two frames up: this hook's caller is
+        ``hook``) is the workspace's, directly or through ``inspect``/``traceback``, whose
+        helpers hand frames back to their caller."""
+        f = sys._getframe(2)
+        while f is not None and os.path.basename(f.f_code.co_filename) in (
+                "inspect.py", "traceback.py"):
+            f = f.f_back
+        return f is not None and f.f_code.co_filename.startswith(state["ws"])
 
     fd_paths = ("/proc/self/fd", "/dev/fd", "/proc/thread-self/fd", f"/proc/{me}/fd")
     frame_attrs = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code")
@@ -105,6 +128,9 @@ def _main():
                 if target in (me, 0, -1, -me, pgid) or (
                         event == "signal.pthread_kill"):
                     bad = f"{event} {target}"
+            elif event == "sys._getframe" and a and workspace_caller() and machinery(
+                    getattr(getattr(a[0], "f_code", None), "co_filename", "")):
+                bad = "frame access sys._getframe"
             elif event == "object.__getattr__" and len(a) >= 2 and a[1] in frame_attrs:
                 target = a[0] if a[1] == "f_code" else getattr(a[0], a[1], None)
                 code = getattr(target, "f_code", None)
@@ -240,6 +266,15 @@ def _main():
 
         def pytest_assertion_pass(self, item, lineno, orig, expl):
             pass  # its presence makes pytest evaluate comparisons of passing asserts
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_pyfunc_call(self, pyfuncitem):
+            # the second record: whether the test function itself raised, taken around the
+            # call before any report exists; the host checks every passing report against it
+            outcome = yield
+            exc = outcome.excinfo
+            emit(event="ran", nodeid=pyfuncitem.nodeid, raised=exc is not None,
+                 error=exc[0].__name__ if exc is not None else "")
 
         def pytest_runtest_logstart(self, nodeid, location):
             state["current"] = nodeid
