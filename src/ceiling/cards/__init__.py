@@ -1,5 +1,6 @@
 """Task cards: the schema, the folder format and file trees."""
 
+from ._environment import card_limits
 from ._files import FileEntry, FileTree, read_tree, tree_hash, write_tree
 from ._io import card_from_dict, load_card, save_card
 from ._schema import (
@@ -7,7 +8,10 @@ from ._schema import (
     TASK_TYPES,
     Acceptance,
     Budget,
+    CardLimits,
+    Environment,
     Fault,
+    ImageStep,
     LintPolicy,
     Milestone,
     TaskCard,
@@ -16,7 +20,8 @@ from ._schema import (
 )
 
 __all__ = [
-    "HORIZONS", "TASK_TYPES", "Acceptance", "Budget", "Fault", "FileEntry", "FileTree",
-    "LintPolicy", "Milestone", "TaskCard", "ToolSpec", "card_from_dict", "horizon_for_steps",
+    "HORIZONS", "TASK_TYPES", "Acceptance", "Budget", "CardLimits", "Environment", "Fault",
+    "FileEntry", "FileTree", "ImageStep", "LintPolicy", "Milestone", "TaskCard", "ToolSpec",
+    "card_from_dict", "card_limits", "horizon_for_steps",
     "load_card", "read_tree", "save_card", "tree_hash", "write_tree",
 ]

@@ -87,6 +87,12 @@ def load_card(path: str | os.PathLike[str]) -> TaskCard:
                         where=str(spec), fix="add the hidden test files under tests/")
     sol = folder / "solution.sh"
     card.solution = sol.read_text() if sol.is_file() else ""
+    for attr, name in (("root_files", "root"), ("build_workspace", "build")):
+        if (folder / name).is_dir():
+            setattr(card, attr, read_tree(folder / name, allow_outside_links=name == "root"))
+    if card.root_files and not any(st.files for st in card.environment.image):
+        raise CardError("root/ holds files but no image step places them", where=str(spec),
+                        fix="add '- files: true' to environment.image")
     return card
 
 
@@ -96,7 +102,7 @@ def save_card(card: TaskCard, path: str | os.PathLike[str]) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        data = card.model_dump(mode="json", exclude_defaults=False)
+        data = card.fields_dump()
         if card.base_layers:
             data["base_layers"] = [f"layers/{i:02d}" for i in range(len(card.base_layers))]
             for i, layer in enumerate(card.base_layers):
@@ -105,6 +111,9 @@ def save_card(card: TaskCard, path: str | os.PathLike[str]) -> Path:
         write_tree(card.workspace, tmp / "workspace")
         if card.tests:
             write_tree(card.tests, tmp / "tests")
+        for tree, name in ((card.root_files, "root"), (card.build_workspace, "build")):
+            if tree:
+                write_tree(tree, tmp / name)
         if card.solution:
             (tmp / "solution.sh").write_text(card.solution)
             os.chmod(tmp / "solution.sh", 0o755)

@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ._files import FileEntry, FileTree, check_relpath, tree_hash
 
@@ -68,6 +75,15 @@ class Acceptance(_Model):
     lint: LintPolicy = Field(default_factory=LintPolicy)
     runner: Literal["subject", "files", "inprocess", "sandbox"] = "subject"
     test_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    # Grading-time services (issue 15): ``service`` is a shell command started in the
+    # background in the grading sandbox before the tests (``service_ready``, a check polled
+    # until it exits 0, at most ``service_wait_s``); ``keep_processes`` grades in the live
+    # sandbox itself, so what the episode left running (a server it started) is still there,
+    # as in a Harbor container. The trust that costs is in docs/import.md.
+    service: str | None = None
+    service_ready: str | None = None
+    service_wait_s: float = Field(default=30.0, gt=0, le=600)
+    keep_processes: bool = False
 
 
 class Milestone(_Model):
@@ -102,6 +118,64 @@ class ToolSpec(_Model):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+class CardLimits(_Model):
+    """Resources the card needs; each at most the operator's maximum (``CEILING_MAX_*``,
+    checked when an episode opens: :func:`ceiling.cards.card_limits`). Unset: the default."""
+
+    memory_mb: int | None = Field(default=None, ge=64)
+    cpu_s: int | None = Field(default=None, ge=1)
+    disk_mb: int | None = Field(default=None, ge=16)
+    wall_s: float | None = Field(default=None, gt=0)
+
+
+class ImageStep(_Model):
+    """One step of the card's image (an image-style base layer, built once as root in a
+    build sandbox and shared by content id; docs/import.md). Exactly one of ``run`` (a
+    shell command) or ``files: true`` (place the card's ``root/`` files, at their absolute
+    paths, at this point)."""
+
+    run: str | None = None
+    files: bool = False
+    cwd: str = "/"
+    env: dict[str, str] = Field(default_factory=dict)
+    workspace: bool = False
+    timeout_s: float = Field(default=1800.0, gt=0, le=86_400)
+
+    @model_validator(mode="after")
+    def _one(self) -> ImageStep:
+        if (self.run is None) == (not self.files):
+            raise ValueError("an image step has exactly one of 'run: COMMAND' or 'files: true'")
+        if not self.cwd.startswith("/") or ".." in self.cwd.split("/"):
+            raise ValueError("cwd must be an absolute path without '..'")
+        return self
+
+
+class Environment(_Model):
+    """Where things live in the card's sandbox (namespace backend; docs/task-cards.md).
+
+    ``workdir``: the workspace's mount point (``/app``); ``home``: the home folder (a
+    writable folder emptied at reset, seeded from the image; ``/tmp`` by default); ``env``:
+    variables every command gets (``PATH`` included); ``python``: the interpreter that
+    in-sandbox graders run (an image's python with its packages); ``image``: build steps;
+    ``git_identity``: with a home folder, a ``.gitconfig`` naming a default author when the
+    card's files hold none; ``limits``: see :class:`CardLimits`."""
+
+    workdir: str = "/workspace"
+    home: str = "/tmp"
+    env: dict[str, str] = Field(default_factory=dict)
+    python: str | None = None
+    image: list[ImageStep] = Field(default_factory=list)
+    git_identity: bool = True
+    limits: CardLimits = Field(default_factory=CardLimits)
+
+    @field_validator("workdir", "home")
+    @classmethod
+    def _point(cls, v: str, info: ValidationInfo) -> str:
+        from ..sandbox._types import check_mount_point
+
+        return check_mount_point(v, field=f"environment.{info.field_name}")
+
+
 class TaskCard(_Model):
     id: str
     type: TaskType
@@ -124,6 +198,12 @@ class TaskCard(_Model):
     tests: FileTree = Field(default_factory=dict, exclude=True, repr=False)
     solution: str = Field(default="", exclude=True, repr=False)
     base_layers: list[FileTree] = Field(default_factory=list, exclude=True, repr=False)
+    environment: Environment = Field(default_factory=Environment)
+    # Files at absolute paths outside the workspace (folder root/, paths relative to "/"),
+    # placed by the image step marked ``files: true``; the workspace image steps start from
+    # (folder build/; only when a step has ``workspace: true``).
+    root_files: FileTree = Field(default_factory=dict, exclude=True, repr=False)
+    build_workspace: FileTree = Field(default_factory=dict, exclude=True, repr=False)
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -146,8 +226,15 @@ class TaskCard(_Model):
     def _check_feasible(self) -> TaskCard:
         if not self.feasible and not self.infeasible_reason:
             raise ValueError("an infeasible card (feasible: false) needs infeasible_reason")
-        for p in list(self.workspace) + list(self.tests):
+        for p in list(self.workspace) + list(self.tests) + list(self.root_files):
             check_relpath(p)
+        if self.root_files and not any(st.files for st in self.environment.image):
+            raise ValueError("the card has root/ files but no image step 'files: true' "
+                             "places them")
+        wall = self.environment.limits.wall_s
+        if wall is not None and self.budget.episode_timeout_s > wall:
+            raise ValueError(f"budget.episode_timeout_s {self.budget.episode_timeout_s:g} is "
+                             f"above environment.limits.wall_s {wall:g}")
         return self
 
     @property
@@ -155,14 +242,23 @@ class TaskCard(_Model):
         """The initial workspace as a layer stack, lowest first (shared bases, then task)."""
         return [*self.base_layers, self.workspace]
 
+    def fields_dump(self) -> dict[str, Any]:
+        """The task.yaml fields as JSON data; a default ``environment`` is left out, so cards
+        without one keep their content ids and files."""
+        data = self.model_dump(mode="json")
+        if self.environment == Environment():
+            data.pop("environment", None)
+        return data
+
     def content_id(self) -> str:
         """A stable hash of everything that defines the task (yaml fields and all files)."""
         import hashlib
         import json
 
         h = hashlib.sha256()
-        h.update(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode())
-        for t in [*self.base_layers, self.workspace, self.tests]:
+        h.update(json.dumps(self.fields_dump(), sort_keys=True).encode())
+        for t in [*self.base_layers, self.workspace, self.tests, self.root_files,
+                  self.build_workspace]:
             h.update(tree_hash(t).encode())
         h.update(self.solution.encode())
         return h.hexdigest()[:16]

@@ -289,9 +289,8 @@ def _apply_diff(ws: FileTree, upper: Path) -> FileTree:
                 fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
                 with os.fdopen(fd, "rb") as f:
                     out[rel] = FileEntry(f.read(), stat.S_IMODE(st.st_mode) & 0o777)
-            elif stat.S_ISDIR(st.st_mode):
-                if rel in out and out[rel].kind != "dir":
-                    del out[rel]
+            elif stat.S_ISDIR(st.st_mode) and rel in out and out[rel].kind != "dir":
+                del out[rel]
     for k in [k for k, e in out.items() if e.kind == "dir"]:  # implied by a file now
         if any(x.startswith(k + "/") for x in out):
             del out[k]

@@ -127,7 +127,9 @@ def _layout_cfg(limits: Limits, cfg: dict[str, object]) -> dict[str, object]:
     root-owned folder of the image store that nobody else can write (``_image``)."""
     from ._image import check_layer_dir
 
-    shown = [str(cfg["base_prefix"]), *map(str, cfg.get("paths") or []), runtime.INSIDE]
+    paths = cfg.get("paths") or []
+    shown = [str(cfg["base_prefix"]), *(str(p) for p in paths),  # type: ignore[attr-defined]
+             runtime.INSIDE]
     for name in ("workdir", "home"):
         point = getattr(limits, name)
         if point in ("/tmp", WORKDIR):

@@ -118,11 +118,7 @@ class NamespaceSandbox:
 
     backend = "namespace"
 
-    @property
-    def python(self) -> str:
-        """The interpreter graders run inside: the card's (``limits.python``, an image's
-        python with its packages) or the runtime's."""
-        return self.limits.python or _runtime.PYTHON
+    python = _runtime.PYTHON  # the runtime's interpreter, as commands see it (or the card's)
 
     def __init__(self, layer_ids: Sequence[str], store: LayerStore, limits: Limits, *,
                  network_of: NamespaceSandbox | None = None) -> None:
@@ -138,6 +134,7 @@ class NamespaceSandbox:
             raise ConfigError("the namespace backend has no network (loopback only)",
                               where="Limits.network", fix="leave network=False")
         self.store, self.limits = store, limits
+        self.python = limits.python or _runtime.PYTHON  # an image's python, with its packages
         self.layer_ids = store.expand(layer_ids) or [store.empty()]
         store.ensure_owned(self.layer_ids)
         self._current = list(self.layer_ids)

@@ -41,6 +41,7 @@ from ..cards import TaskCard
 from . import _scan
 from ._grader import GradeResult, grade_in_sandbox
 from ._host import CopyLimit, copy_nofollow, grade_host
+from ._service import start_service
 from ._verdict import Outcome, RewardSpec, TestResult, Verdict
 
 Ended = Literal["submit", "give_up", "truncated"]
@@ -103,15 +104,20 @@ class Verifier:
     def _verify(self, card: TaskCard, sandbox: Any, ended: Ended,
                 history: Sequence[tuple[Any, str]]) -> Verdict:
         spec = self.spec
+        live = card.acceptance.keep_processes  # grade the live sandbox (issue 15, _service)
         try:
-            final = sandbox.fork()
+            final = sandbox if live else sandbox.fork()
         except Exception as e:  # noqa: BLE001 - classified below
             return self._freeze_failed(card, sandbox, e, history, spec)
         tmp = Path(tempfile.mkdtemp(prefix="ceiling-verify-"))
         try:
-            return self._grade(card, final, ended, history, spec, tmp)
+            facts = start_service(card, final) if ended != "give_up" else {}
+            v = self._grade(card, final, ended, history, spec, tmp)
+            if facts or live:
+                v.detail["service"] = {**facts, "live_processes": live}
+            return v
         finally:  # the verdict never depends on the clean-up: it runs off the caller's clock
-            _CLEANUP.submit(_close, final, tmp)
+            _CLEANUP.submit(_close, None if live else final, tmp)
 
     def _freeze_failed(self, card: TaskCard, sandbox: Any, e: Exception,
                        history: Sequence[tuple[Any, str]], spec: RewardSpec) -> Verdict:
@@ -321,7 +327,8 @@ _CLEANUP = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ceiling-verify-
 
 def _close(final: Any, tmp: Path) -> None:
     try:
-        final.close()
+        if final is not None:  # None: the live sandbox, which its episode still owns
+            final.close()
     finally:
         _rmtree(tmp)
 
