@@ -37,7 +37,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from ._faults import inject
-from .cards import TaskCard
+from .cards import TaskCard, card_limits
 from .sandbox import Limits, open_sandbox
 from .tools import ENDING_TOOLS, Action, card_tools, check_args, run_card_tool
 from .verify import RewardSpec, Verdict, Verifier
@@ -99,7 +99,7 @@ class TaskEnv(gym.Env[str, Any]):
         self.reward_spec = reward_spec or RewardSpec()
         self.verifier = verifier or Verifier(self.reward_spec)
         b = card.budget
-        base = limits or Limits()
+        base = card_limits(card, limits or Limits())  # the card's layout and resources
         self.limits = base.model_copy(update={
             "command_timeout_s": b.command_timeout_s,
             "max_output_bytes": max(b.max_output_bytes + 1, 64)})
