@@ -10,7 +10,8 @@ from .._errors import CeilingError
 from ._app import app
 
 _MODULES = ("sandbox_cmds", "envs_cmds", "mix_cmds", "verify_cmds", "rollout_cmds",
-            "eval_cmds", "train_cmds", "bench_train_cmds", "harness_cmds")
+            "eval_cmds", "train_cmds", "bench_train_cmds", "harness_cmds",
+            "study_cmds", "diagnose_cmds")
 
 
 def _load() -> None:

@@ -11,8 +11,22 @@ One step (OpenAI-ES, Salimans et al. 2017, arXiv 1703.03864):
    the fitness of a perturbation is the mean verifier reward of its episodes;
 3. replace the ``2 * population`` fitnesses by centered ranks in ``[-0.5, 0.5]`` (ties share
    their average rank, so a step where every perturbation earned the same moves nothing);
-4. ``theta += lr / (2 * population * sigma) * sum_i (rank(F+_i) - rank(F-_i)) * eps_i``
-   (plain gradient ascent, optionally with weight decay ``theta *= 1 - lr * weight_decay``).
+4. the search direction ``g = sum_i (rank(F+_i) - rank(F-_i)) * eps_i`` (the OpenAI-ES
+   gradient estimate up to a positive factor) is **normalised** and the adapter moves by
+
+       delta = step * sigma * sqrt(D) * g / ||g||      (D: number of adapter weights)
+
+   i.e. ``step`` times the length of one perturbation ``||sigma * eps|| ~ sigma * sqrt(D)``
+   (a trust region: with ``step <= 1`` an update never leaves the ball the step's
+   perturbations were played in), then the step is capped at ``max_update_ratio * ||theta||``
+   (the adapter's current norm) when that knob is above 0; optional weight decay
+   ``theta *= 1 - step * weight_decay`` first.
+
+Why not the paper's ``theta += lr / (2 * population * sigma) * sum_i c_i * eps_i``: its
+length grows with ``sqrt(D) / sigma``; on the tiny base's LoRA adapter (D = 157,696,
+||theta|| = 12.2) ``lr = 0.02, sigma = 0.02`` gave ||delta|| ~ 50, about 0.1 per weight, and
+the policy stopped submitting (pass 0.59 -> 0.0 after one step). Here one step is bounded
+by construction, whatever ``D``, ``population`` and ``sigma`` are.
 
 Departures from the paper: no virtual batch norm, no noise table (directions come from the
 generator; LoRA adapters are small), fitness is a batch mean over cards rather than one
@@ -21,8 +35,10 @@ Every episode of every perturbed policy is returned (the trainer's band sampler 
 count them); ``reward_mean`` is the mean over perturbations, not the centre's reward.
 
 Knobs come from the training config's ``es:`` mapping (unknown keys are errors naming the
-nearest valid one): ``population`` (pairs, default 4), ``sigma`` (0.02), ``lr`` (0.02),
-``episodes`` (samples per card per perturbation, 2), ``weight_decay`` (0.0).
+nearest valid one): ``population`` (pairs, default 4), ``sigma`` (0.02), ``step`` (0.5,
+in perturbation lengths), ``max_update_ratio`` (0.1 of the adapter norm; 0 turns the cap
+off), ``episodes`` (samples per card per perturbation, 2), ``weight_decay`` (0.0). The old
+``lr`` key is refused with a message naming ``step`` (its meaning changed).
 """
 
 from __future__ import annotations
@@ -42,7 +58,8 @@ from ._optim import StepContext, StepResult, register_optimizer
 class ESSettings:
     population: int = 4  # antithetic pairs per step (2x this many perturbed policies)
     sigma: float = 0.02
-    lr: float = 0.02
+    step: float = 0.5  # update length in perturbation lengths (sigma * sqrt(D))
+    max_update_ratio: float = 0.1  # cap: ||delta|| <= this * ||theta|| (0: no cap)
     episodes: int = 2  # samples per card for each perturbed policy
     weight_decay: float = 0.0
 
@@ -51,6 +68,10 @@ class ESSettings:
         """Validate the config's ``es:`` mapping (names the bad key and the nearest one)."""
         d = dict(d or {})
         names = [f.name for f in fields(cls)]
+        if "lr" in d:
+            raise ConfigError(f"'{where}.lr' is no longer an ES knob", where=where,
+                              fix="use 'step' (update length in perturbation lengths, "
+                                  "e.g. 0.5) and 'max_update_ratio' (see docs/training.md)")
         for k in d:
             if k not in names:
                 hint = nearest(str(k), names)
@@ -59,20 +80,23 @@ class ESSettings:
                                   f"use some of {names}")
         try:
             s = cls(population=int(d.get("population", cls.population)),
-                    sigma=float(d.get("sigma", cls.sigma)), lr=float(d.get("lr", cls.lr)),
+                    sigma=float(d.get("sigma", cls.sigma)),
+                    step=float(d.get("step", cls.step)),
+                    max_update_ratio=float(d.get("max_update_ratio", cls.max_update_ratio)),
                     episodes=int(d.get("episodes", cls.episodes)),
                     weight_decay=float(d.get("weight_decay", cls.weight_decay)))
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{where}: {e}", where=where,
-                              fix="population and episodes are integers; sigma, lr and "
-                                  "weight_decay numbers") from None
+                              fix="population and episodes are integers; sigma, step, "
+                                  "max_update_ratio and weight_decay numbers") from None
         for name, ok in (("population", s.population >= 1), ("episodes", s.episodes >= 1),
-                         ("sigma", s.sigma > 0), ("lr", s.lr > 0),
+                         ("sigma", s.sigma > 0), ("step", s.step > 0),
+                         ("max_update_ratio", s.max_update_ratio >= 0),
                          ("weight_decay", s.weight_decay >= 0)):
             if not ok:
                 raise ConfigError(f"{where}.{name} = {getattr(s, name)!r} is out of range",
-                                  where=where, fix="population, episodes >= 1; sigma, lr > 0; "
-                                                   "weight_decay >= 0")
+                                  where=where, fix="population, episodes >= 1; sigma, step > 0; "
+                                                   "max_update_ratio, weight_decay >= 0")
         return s
 
 
@@ -151,18 +175,7 @@ class ES:
         ranks = centered_ranks(fit_pos + fit_neg)
         n = self.s.population
         coef = (ranks[:n] - ranks[n:]).tolist()
-        scale = self.s.lr / (2 * n * self.s.sigma)
-        upd_sq = 0.0
-        with torch.no_grad():
-            for j, p in enumerate(self.params):
-                g = torch.zeros_like(p)
-                for c, eps in zip(coef, dirs, strict=True):
-                    if c:
-                        g.add_(eps[j], alpha=c)
-                if self.s.weight_decay:
-                    p.mul_(1.0 - self.s.lr * self.s.weight_decay)
-                p.add_(g, alpha=scale)
-                upd_sq += float((g * scale).pow(2).sum())
+        upd_norm, ratio = self._update(coef, dirs)
         self.steps += 1
         fits = fit_pos + fit_neg
         good = [t for t in trajs if t.outcome != "infra_error"]
@@ -172,11 +185,40 @@ class ES:
             "pass_rate": sum(t.passed for t in good) / len(good) if good else 0.0,
             "infra_errors": float(len(trajs) - len(good)),
             "es_pairs_differing": float(sum(1 for c in coef if c)),
-            "update_norm": upd_sq ** 0.5,
+            "update_norm": upd_norm,
+            "update_ratio": ratio,  # ||delta|| / ||theta|| before the step
             "updated": float(any(coef)),
             "samples": float(len(trajs)),
         }
         return StepResult(trajs, metrics, trained_tokens=0, forward_tokens=0)
+
+    @torch.no_grad()
+    def _update(self, coef: list[float], dirs: list[list[torch.Tensor]]) -> tuple[float, float]:
+        """Move the adapter along the normalised direction ``sum_i coef_i * eps_i`` by
+        ``step * sigma * sqrt(D)``, capped at ``max_update_ratio * ||theta||``; returns
+        (||delta||, ||delta|| / ||theta||). No differing pair: no move (0, 0)."""
+        if not any(coef):
+            return 0.0, 0.0
+        g = []
+        for j, p in enumerate(self.params):
+            gj = torch.zeros_like(p, dtype=torch.float32)
+            for c, eps in zip(coef, dirs, strict=True):
+                if c:
+                    gj.add_(eps[j].float(), alpha=c)
+            g.append(gj)
+        g_norm = sum(float(x.pow(2).sum()) for x in g) ** 0.5
+        theta_norm = sum(float(p.float().pow(2).sum()) for p in self.params) ** 0.5
+        if g_norm == 0.0:
+            return 0.0, 0.0
+        dim = sum(p.numel() for p in self.params)
+        length = self.s.step * self.s.sigma * dim ** 0.5
+        if self.s.max_update_ratio > 0 and theta_norm > 0:
+            length = min(length, self.s.max_update_ratio * theta_norm)
+        for p, gj in zip(self.params, g, strict=True):
+            if self.s.weight_decay:
+                p.mul_(1.0 - self.s.step * self.s.weight_decay)
+            p.add_(gj.to(p.dtype), alpha=length / g_norm)
+        return length, (length / theta_norm if theta_norm else float("inf"))
 
     @torch.no_grad()
     def _restore(self, theta: list[torch.Tensor]) -> None:
