@@ -149,6 +149,16 @@ def test_cached_bytecode_over_an_unchanged_source_is_never_run(backend: str) -> 
     assert all(t.status != "passed" for t in v.tests), v.tests
 
 
+@pytest.mark.parametrize("target", ["/dev/zero", "/proc/self/fd/0"])
+def test_pytest_config_linked_to_an_endless_file_is_not_read(backend: str, target: str) -> None:
+    """The scan reads pytest config files of the final state; one that is a symlink to an
+    endless or blocking file is never followed (the grader would hang or fill memory)."""
+    card = add_card()
+    plan = ScriptPlan("cfg-link", [run(f"ln -s {target} setup.cfg && ln -s {target} tox.ini")])
+    v, _ = run_plan(card, plan, backend=backend)
+    assert v.reward <= 0.0 and v.outcome is not Outcome.INFRA_ERROR, v
+
+
 def test_non_utf8_name_with_conftest_and_deleted_protected_file_is_minus_one(
         backend: str) -> None:
     card = add_card()

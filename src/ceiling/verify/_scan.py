@@ -119,14 +119,50 @@ def disk_snapshot(root: Path) -> tuple[Snapshot, dict[str, int]]:
     return snap, modes
 
 
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def read_regular(path: str, cap: int) -> bytes | None:
+    """At most ``cap`` bytes of a regular file, opened without following a link or blocking;
+    None for anything else (a symlink, FIFO, device, or a name that is gone)."""
+    try:
+        fd = os.open(path, _READ)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, cap)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _file_digest(path: str) -> str:
+    """SHA-256 of a regular file, opened without following a link or blocking (a name
+    swapped for a symlink, FIFO or device after ``lstat`` reads as ``unreadable``), and
+    reading no more than the size it had when opened."""
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
+        fd = os.open(path, _READ)
     except OSError:
         return "unreadable"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "unreadable"
+        left = st.st_size
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+    except OSError:
+        return "unreadable"
+    finally:
+        os.close(fd)
     return h.hexdigest()
 
 
@@ -252,10 +288,10 @@ def hijack_findings(initial: Snapshot, final: Snapshot, modes: Mapping[str, int]
         elif name in RC_FILES:
             out.append(Finding("wrapper", p, "a shell or Python start-up file"))
         elif name in PYTEST_CONFIGS:
-            try:
-                new = (root / p).read_text(errors="replace")
-            except OSError:
+            data = read_regular(str(root / p), 1 << 20)
+            if data is None:
                 continue
+            new = data.decode(errors="replace")
             old = initial_text.get(p, b"").decode(errors="replace")
             if _pytest_lines(new) - _pytest_lines(old):
                 out.append(Finding("hijack", p, "adds pytest settings"))

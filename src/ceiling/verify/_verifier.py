@@ -25,6 +25,7 @@ Outcome ``truncated`` when the budget ran out (tests still graded, scaled by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -129,14 +130,18 @@ class Verifier:
         if not rejected and not dead:
             return _infra("sandbox", f"could not freeze the final state: {e}")
         hacks: list[_scan.Finding] = []
+        # a live sandbox is paused while its files are read, so nothing can swap a folder
+        # for a symlink between a check and a read (the scan itself follows no link)
+        paused = getattr(sandbox, "paused", None)
         try:
-            root = sandbox.host_path()
-            initial = _scan.tree_snapshot(card.layers)
-            snap, modes = _scan.disk_snapshot(root)
-            hacks = [*_scan.protected_changes(initial, snap, card.acceptance.protected),
-                     *_scan.hijack_findings(initial, snap, modes, root, {},
-                                            path_dirs=_scan.test_path_dirs(card.tests),
-                                            protected=card.acceptance.protected)]
+            with paused() if callable(paused) and not dead else contextlib.nullcontext():
+                root = sandbox.host_path()
+                initial = _scan.tree_snapshot(card.layers)
+                snap, modes = _scan.disk_snapshot(root)
+                hacks = [*_scan.protected_changes(initial, snap, card.acceptance.protected),
+                         *_scan.hijack_findings(initial, snap, modes, root, {},
+                                                path_dirs=_scan.test_path_dirs(card.tests),
+                                                protected=card.acceptance.protected)]
         except Exception:  # noqa: BLE001, S110 - the state may be gone: nothing to scan
             pass
         why = (f"the final state was rejected: {e}" if rejected else
