@@ -32,18 +32,24 @@ from .._errors import ConfigError
 from ..cards import TaskCard, load_card
 from ..env import TaskEnv
 from ..envs import VARIANTS, get_template, make, templates
+from ..harness import Harness, HarnessConfig, ReplyError
 from ..tools import Plan
 from ..verify import IN_PROCESS_RUNNERS, Outcome, RewardSpec, Verdict, null_plan, oracle_plan
+from ..verify._oracle import horizon_report
 from ..verify.exploits import EXPLOITS
 
 Progress = Callable[[int], None]
 
 
 def run_plan(card: TaskCard, plan: Plan, *, backend: str = "namespace",
-             spec: RewardSpec | None = None) -> tuple[Verdict, int]:
+             spec: RewardSpec | None = None,
+             harness: HarnessConfig | None = None) -> tuple[Verdict, int]:
     """Play ``plan`` on ``card`` until the episode ends; return the verdict and the steps.
-    A sandbox that cannot start yields an ``infra_error`` verdict."""
+    With ``harness``, every action goes the way a policy's does: rendered as reply text in
+    that format and parsed back (so a call past the reply cap is a failed step, as in
+    ``ceiling eval``). A sandbox that cannot start yields an ``infra_error`` verdict."""
     env = TaskEnv(card, backend=backend, reward_spec=spec)
+    dialogue = Harness(harness).start(card) if harness is not None else None
     try:
         try:
             env.reset(seed=0)
@@ -51,7 +57,12 @@ def run_plan(card: TaskCard, plan: Plan, *, backend: str = "namespace",
             return Verdict(outcome=Outcome.INFRA_ERROR, reward=0.0,
                            evidence=[f"reset failed: {type(e).__name__}: {e}"]), 0
         for _ in range(card.budget.max_steps + 1):
-            action = plan.next_action(card, list(env.history))
+            action: Any = plan.next_action(card, list(env.history))
+            if dialogue is not None:
+                try:
+                    action = dialogue.parse(dialogue.format_reply(action))
+                except ReplyError as e:
+                    action = {"tool": "<unparseable reply>", "args": {"error": str(e)}}
             _obs, _r, term, trunc, info = env.step(action)
             if term or trunc:
                 return info["verdict"], env.steps
@@ -108,6 +119,7 @@ class Run:
     reward: float
     evidence: list[str] = field(default_factory=list)
     grading: str = ""  # the verdict's detail["grading"]: "host" | "in-process" | ""
+    steps: int = 0  # calls the plan made, the final submit included
 
     def as_dict(self) -> dict[str, Any]:
         return {"card": self.card, "plan": self.plan, "outcome": self.outcome,
@@ -115,11 +127,14 @@ class Run:
 
 
 def _play(card: TaskCard, plan: Plan, backend: str, spec: RewardSpec | None) -> Run:
-    v, _ = run_plan(card, plan, backend=backend, spec=spec)
+    # the oracle goes through the harness, one call per command, as `eval --policy
+    # scripted:oracle` plays it (json format, the 8,000-character reply cap)
+    harness = HarnessConfig() if plan.name == "oracle" else None
+    v, steps = run_plan(card, plan, backend=backend, spec=spec, harness=harness)
     ev = v.evidence + [f"{t.id}: {t.status} {t.message[-160:]}" for t in v.tests
                        if t.status != "passed"][:3]
     return Run(card.id, plan.name, v.outcome.value, v.reward, ev,
-               str(v.detail.get("grading", "")))
+               str(v.detail.get("grading", "")), steps)
 
 
 def inprocess_cards(cards: Sequence[TaskCard], runs: Sequence[Run] = ()) -> list[str]:
@@ -204,7 +219,10 @@ def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: 
                 failures.append(r.as_dict())
     if quarantine is not None and flaky:
         _quarantine(quarantine, flaky)
+    calls = {r.card: r.steps for r in runs if r.plan == "oracle" and Outcome(r.outcome).passed}
+    horizon = horizon_report((c, calls[c.id]) for c in cards if c.id in calls)
     return {"cards": len(cards), "oracle_solved": oracle_ok, "null_solved": null_ok,
+            "horizon": horizon,
             "exploit_max_reward": exploit_max, "flaky": flaky, "infra_errors": infra,
             "exploit_runs": sum(1 for r in runs if r.plan not in ("oracle", "null")),
             "failures": failures[:50], "backend": backend, "executor": executor,

@@ -51,8 +51,18 @@ def train_cmd(
         help="with several stages, measure each stage's reward reliability first (cached per "
              "template) and warn when a less reliable stage comes before a more reliable "
              "one")] = True,
+    harness: Annotated[str | None, typer.Option(
+        "--harness", help="override harness_format: bash | json | line")] = None,
+    temperature: Annotated[float | None, typer.Option(
+        "--temperature", help="override sampling.temperature (0 = greedy; ES only)")] = None,
+    top_p: Annotated[float | None, typer.Option(
+        "--top-p", help="override sampling.top_p (< 1 for ES only)")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(
+        "--max-new-tokens", help="override sampling.max_new_tokens")] = None,
 ) -> None:
     """Post-train a LoRA adapter on a frozen base (GRPO or ES), stage by stage.
+
+    Exits 3 when the red-team alarm (``redteam_alarm.action: stop``) ended the run early.
 
     Example: ceiling train examples/train_demo.yaml --out runs/demo
     """
@@ -61,6 +71,16 @@ def train_cmd(
     from ..train import Trainer, load_config
 
     cfg = load_config(config)
+    over = {k: v for k, v in (("temperature", temperature), ("top_p", top_p),
+                              ("max_new_tokens", max_new_tokens)) if v is not None}
+    if over or harness is not None:
+        from ..train._config import config_from_dict
+
+        data = cfg.model_dump(mode="json")
+        data["sampling"] = {**data["sampling"], **over}
+        if harness is not None:
+            data["harness_format"] = harness
+        cfg = config_from_dict(data, where=f"{config} (with command-line overrides)")
     run_dir = out or Path("runs") / config.stem
     if check_order and len(cfg.stages) > 1 and not resume:
         from ..train._stages import check_stage_order
@@ -78,6 +98,10 @@ def train_cmd(
     else:
         _err(f"done: {summary.steps} steps, {summary.unit['rollouts']} rollouts; checkpoint "
              f"{summary.checkpoint}")
+    if summary.stopped_by_alarm:
+        _err(f"stopped by the red-team alarm: {summary.stopped_by_alarm} (resume with "
+             "--resume after fixing the environment or raising redteam_alarm.max_hack_share)")
+        raise typer.Exit(3)
 
 
 @app.command("demo")
@@ -94,6 +118,17 @@ def demo_cmd(
                                          "when unavailable) or local")] = "namespace",
     seed: Annotated[int, typer.Option("--seed")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print demo.json on stdout")] = False,
+    harness: Annotated[str | None, typer.Option(
+        "--harness", help="bash | json | line (default: bash for smollm2, line for tiny)")
+    ] = None,
+    temperature: Annotated[float | None, typer.Option(
+        "--temperature", help="sampling temperature of the evaluations and of training "
+                              "(default 1.0; 0 = greedy evaluations, training stays at 1.0)")
+    ] = None,
+    top_p: Annotated[float | None, typer.Option(
+        "--top-p", help="nucleus sampling of the evaluations (training keeps 1.0)")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(
+        "--max-new-tokens", help="reply budget in tokens (default: the base's)")] = None,
 ) -> None:
     """Evaluate the built-in base, post-train it with GRPO in sandboxed episodes, evaluate
     again, and write an HTML report.
@@ -103,8 +138,10 @@ def demo_cmd(
     from ..train import DemoConfig, run_demo
 
     kw: dict[str, Any] = {"out": out, "backend": backend, "seed": seed}
-    if minutes is not None:
-        kw["minutes"] = minutes
+    for key, val in (("minutes", minutes), ("harness", harness), ("temperature", temperature),
+                     ("top_p", top_p), ("max_new_tokens", max_new_tokens)):
+        if val is not None:
+            kw[key] = val
     cfg = DemoConfig.for_suite(suite, base, **kw)
     prog, on_step = _progress_cb(cfg.steps)
     with prog:

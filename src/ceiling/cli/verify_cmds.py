@@ -97,6 +97,12 @@ def validate_cmd(
                  (f"  exploit max reward {rep['exploit_max_reward']} over "
                  f"{rep['exploit_runs']} runs"),
                  f"  flaky {len(rep['flaky'])}  infra errors {len(rep['infra_errors'])}"]
+        hz = rep["horizon"]
+        lines.append(f"  horizon labels vs oracle calls (short < 10, medium 10-30, long > 30): "
+                     f"{hz['mislabelled_cards']}/{hz['checked']} cards mislabelled"
+                     + (" in " + ", ".join(hz["mislabelled_templates"][:8])
+                        + (" ..." if len(hz["mislabelled_templates"]) > 8 else "")
+                        if hz["mislabelled_templates"] else ""))
         if rep["in_process"]:
             lines.append(f"  in-process grading (workspace code shares the test process; "
                          f"hardened, not separated): {len(rep['in_process'])}/{c} cards: "

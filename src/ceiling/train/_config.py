@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .._errors import ConfigError, nearest
 from ..verify import RewardSpec
@@ -46,7 +46,11 @@ class LossSettings(_M):
 
 
 class SamplingSettings(_M):
-    temperature: float = Field(1.0, gt=0.0)
+    """How rollouts sample. ``temperature`` 0 is greedy (ES only: GRPO needs spread);
+    ``top_p`` < 1 is nucleus sampling (ES only: GRPO recomputes full-softmax log-probs)."""
+
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(32, ge=1, le=4096)
 
 
@@ -100,7 +104,7 @@ class TrainConfig(_M):
     loss: LossSettings = Field(default_factory=LossSettings)  # type: ignore[arg-type]
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)  # type: ignore[arg-type]
     band: BandSettings = Field(default_factory=BandSettings)  # type: ignore[arg-type]
-    harness_format: Literal["line", "json"] = "line"
+    harness_format: Literal["line", "json", "bash"] = "line"
     history_turns: int | None = Field(6, ge=1)  # turns shown to the policy (None: all)
     backend: Literal["namespace", "local"] = "namespace"
     workers: int = Field(4, ge=1)
@@ -119,6 +123,16 @@ class TrainConfig(_M):
         if dup:
             raise ValueError(f"stage names must be unique; repeated: {sorted(dup)}")
         return v
+
+    @model_validator(mode="after")
+    def _grpo_sampling(self) -> TrainConfig:
+        if self.optimizer == "grpo" and self.sampling.temperature <= 0:
+            raise ValueError("sampling.temperature must be > 0 for GRPO (greedy groups have "
+                             "no spread to learn from); use 1.0, or optimizer: es")
+        if self.optimizer == "grpo" and self.sampling.top_p < 1.0:
+            raise ValueError("sampling.top_p must be 1.0 for GRPO (it recomputes log-probs "
+                             "of the full softmax); use 1.0, or optimizer: es")
+        return self
 
     @property
     def total_steps(self) -> int:

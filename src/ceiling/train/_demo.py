@@ -58,6 +58,9 @@ class DemoConfig:
     beta: float = 0.04
     seed: int = 0
     backend: str = "namespace"
+    harness: str | None = None  # bash | json | line; None: bash for smollm2, line for tiny
+    temperature: float = 1.0  # evaluations (0: greedy) and training (> 0 only; else 1.0)
+    top_p: float = 1.0  # evaluations only (GRPO trains at 1.0)
     max_new_tokens: int = 32
     history_turns: int = 6
     workers: int = 4
@@ -67,7 +70,7 @@ class DemoConfig:
         """Defaults sized for the base: SmolLM2 is ~150x slower per token than tiny."""
         if base.removeprefix("builtin:") == "smollm2":
             small = {"per_template": 1, "heldout_per_template": 1, "k": 2, "steps": 2,
-                     "group_size": 2, "cards_per_step": 2, "lr": 1e-4, "max_new_tokens": 48,
+                     "group_size": 2, "cards_per_step": 2, "lr": 1e-4, "max_new_tokens": 96,
                      "minutes": 3.0}
             small.update(kw)
             return cls(base=base, **small)  # type: ignore[arg-type]
@@ -106,22 +109,36 @@ def demo_suite(per_template: int, heldout_per_template: int,
     return train_v, held
 
 
-def _harness_format(base: str) -> str:
-    return "json" if base.removeprefix("builtin:") == "smollm2" else "line"
+def _harness_format(base: str, chosen: str | None = None) -> str:
+    """``chosen`` when given; else the chat default (bash) for smollm2, line for the tiny
+    completion bases."""
+    if chosen is not None:
+        from ..harness import FORMATS
+
+        if chosen not in FORMATS:
+            from .._errors import ConfigError
+
+            raise ConfigError(f"unknown harness format {chosen!r}", where="--harness",
+                              fix="use " + " | ".join(FORMATS))
+        return chosen
+    from ..harness import CHAT_DEFAULT_FORMAT
+
+    return CHAT_DEFAULT_FORMAT if base.removeprefix("builtin:") == "smollm2" else "line"
 
 
 def evaluate(policy: Any, cards: list[TaskCard], cfg: DemoConfig, backend: str, out: Path,
              cache: Any) -> list[Trajectory]:
     from ..harness import HarnessConfig
-    from ..policies import SamplingParams
+    from ..policies import sampling_params
     from ..rollout import run_episodes
     from ._verdict_cache import cached_env_factory
 
-    fmt = _harness_format(cfg.base)
+    fmt = _harness_format(cfg.base, cfg.harness)
     harness = HarnessConfig(format=fmt, max_reply_tokens=cfg.max_new_tokens,  # type: ignore
                             history_turns=cfg.history_turns)
-    sp = SamplingParams(temperature=1.0, max_new_tokens=cfg.max_new_tokens,
-                        stop=harness.stop_strings, seed=cfg.seed)
+    sp = sampling_params(temperature=cfg.temperature, top_p=cfg.top_p,
+                         max_new_tokens=cfg.max_new_tokens, stop=harness.stop_strings,
+                         seed=cfg.seed)
     return run_episodes(cards, policy, harness, k=cfg.k, sampling=sp, backend=backend,
                         workers=cfg.workers, seed=cfg.seed + 77, out=out,
                         env_factory=cached_env_factory(cache))
@@ -163,11 +180,12 @@ def run_demo(cfg: DemoConfig, *, say: Callable[[str], None] = print,
     t_eval0 = time.perf_counter() - t0
 
     say(f"[2/3] GRPO on a LoRA adapter for up to {cfg.minutes:g} min")
-    fmt = _harness_format(cfg.base)
+    fmt = _harness_format(cfg.base, cfg.harness)
     tcfg = config_from_dict({
         "base": str(base_dir), "seed": cfg.seed, "lr": cfg.lr, "group_size": cfg.group_size,
         "cards_per_step": cfg.cards_per_step, "loss": {"beta": cfg.beta},
-        "sampling": {"temperature": 1.0, "max_new_tokens": cfg.max_new_tokens},
+        "sampling": {"temperature": cfg.temperature if cfg.temperature > 0 else 1.0,
+                     "max_new_tokens": cfg.max_new_tokens},
         "harness_format": fmt, "backend": backend, "workers": cfg.workers,
         "history_turns": cfg.history_turns,
         "checkpoint_every": 25,
@@ -196,6 +214,8 @@ def run_demo(cfg: DemoConfig, *, say: Callable[[str], None] = print,
     a_held = {i: d for i, d in ac.items() if i not in ids_suite}
     result: dict[str, Any] = {
         "base": cfg.base, "base_path": str(base_dir), "base_sha256": sha, "backend": backend,
+        "harness": fmt, "sampling": {"temperature": cfg.temperature, "top_p": cfg.top_p,
+                                     "max_new_tokens": cfg.max_new_tokens},
         "suite": {"name": cfg.suite, "cards": len(suite), "heldout_cards": len(held),
                   "k": cfg.k,
                   "seeds_from": EVAL_SEED_BASE},

@@ -59,7 +59,7 @@ def group_by_card(cards: Sequence[TaskCard], trajs: Sequence[Trajectory],
 def make_rollout(policy: Any, *, harness_format: str, temperature: float, max_new_tokens: int,
                  backend: str, workers: int, reward: RewardSpec,
                  cache: VerdictCache | None = None,
-                 history_turns: int | None = None) -> RolloutFn:
+                 history_turns: int | None = None, top_p: float = 1.0) -> RolloutFn:
     """A :data:`RolloutFn` over ``policy`` with these settings. With ``cache``, identical
     episodes reuse one verdict (see :mod:`._verdict_cache`)."""
     from ..harness import HarnessConfig
@@ -70,8 +70,9 @@ def make_rollout(policy: Any, *, harness_format: str, temperature: float, max_ne
                             max_reply_tokens=max_new_tokens, history_turns=history_turns)
 
     def rollout(cards: Sequence[TaskCard], k: int, seed: int) -> list[list[Trajectory]]:
-        sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens,
-                                  stop=harness.stop_strings, seed=seed)
+        sampling = SamplingParams(temperature=temperature, top_p=top_p,
+                                  max_new_tokens=max_new_tokens, stop=harness.stop_strings,
+                                  seed=seed)
         # the same card may be drawn twice in one step: run each distinct card once with
         # k samples per draw
         uniq: dict[str, TaskCard] = {}

@@ -74,7 +74,7 @@ def default_rollout(model: Any, tok: Any, cfg: TrainConfig, stage: StageConfig,
 
     policy = live_policy(model, tok, f"hf:{cfg.base}+adapter(training)")
     return make_rollout(policy, harness_format=cfg.harness_format,
-                        temperature=cfg.sampling.temperature,
+                        temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p,
                         max_new_tokens=cfg.sampling.max_new_tokens, backend=backend,
                         workers=cfg.workers, reward=stage.reward,
                         cache=VerdictCache() if cfg.verdict_cache else None,

@@ -19,6 +19,7 @@ with ``/bin/sh -n``) is played as before: one ``run`` of the whole script, or, p
 :data:`CHUNK` characters, the script appended to ``/tmp/.ceiling-oracle.sh`` chunk by chunk
 and then run with ``sh``. The split is a pure function of the card (cached per content id).
 The final ``submit`` is not in the list; see :func:`oracle_call_count`.
+:func:`horizon_report` checks each card's horizon label against its oracle's call count.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ import ast
 import re
 import shlex
 import subprocess
+from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
-from ..cards import TaskCard
+from ..cards import TaskCard, horizon_for_steps
 from ..tools import Action
 
 CHUNK = 3000  # content characters per call; JSON/shell quoting at most ~2x for source text
@@ -137,4 +140,36 @@ def oracle_call_count(card: TaskCard) -> int:
     return len(_split(card.solution)) + 1
 
 
-__all__ = ["CHUNK", "oracle_actions", "oracle_call_count"]
+
+
+def horizon_report(played: Iterable[tuple[TaskCard, int]]) -> dict[str, Any]:
+    """Check horizon labels against the oracle's call counts (short < 10, medium 10-30,
+    long > 30; :func:`~ceiling.cards.horizon_for_steps`). ``played`` holds (card, calls the
+    oracle took, ``submit`` included); infeasible cards are skipped (their oracle gives up
+    at once; the label is their feasible twin's).
+
+    Returns ``{"checked", "mislabelled_cards", "templates": {TEMPLATE: {"label": {LABEL:
+    n}, "calls": [min, max], "want": {LABEL: n}, "mislabelled": n}}, "mislabelled_templates":
+    [TEMPLATE, ...]}``; a template is listed when any of its cards is mislabelled."""
+    rows: dict[str, dict[str, Any]] = {}
+    checked = bad = 0
+    for card, calls in played:
+        if not card.feasible:
+            continue
+        checked += 1
+        want = horizon_for_steps(calls)
+        key = f"{card.template or card.id}@d{card.difficulty}"
+        r = rows.setdefault(key, {"label": {}, "calls": [calls, calls], "want": {},
+                                  "mislabelled": 0})
+        r["label"][card.horizon] = r["label"].get(card.horizon, 0) + 1
+        r["want"][want] = r["want"].get(want, 0) + 1
+        r["calls"] = [min(r["calls"][0], calls), max(r["calls"][1], calls)]
+        if want != card.horizon:
+            r["mislabelled"] += 1
+            bad += 1
+    return {"checked": checked, "mislabelled_cards": bad,
+            "templates": dict(sorted(rows.items())),
+            "mislabelled_templates": sorted(k for k, r in rows.items() if r["mislabelled"])}
+
+
+__all__ = ["CHUNK", "horizon_report", "oracle_actions", "oracle_call_count"]
