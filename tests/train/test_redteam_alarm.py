@@ -151,3 +151,27 @@ def test_verdict_cache_digest_never_blocks_on_a_fifo(tmp_path) -> None:
     first = tree_digest(tmp_path)
     (tmp_path / "a.txt").write_text("y")
     assert tree_digest(tmp_path) != first
+
+
+def test_train_command_exits_3_when_the_alarm_stops(base_dir: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``ceiling train`` says the alarm stopped the run and exits 3 (not 0 with a note)."""
+    import yaml
+
+    import ceiling.train
+    from ceiling.cli import main
+
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text(yaml.safe_dump(_cfg(base_dir, {"max_hack_share": 0.1, "window": 2,
+                                                  "action": "stop"}).model_dump(mode="json")))
+
+    class Hacked(Trainer):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            super().__init__(*a, rollout_factory=hacking_rollout, **k)
+
+    monkeypatch.setattr(ceiling.train, "Trainer", Hacked)
+    with pytest.raises(SystemExit) as e:
+        main(["train", str(cfg), "--out", str(tmp_path / "run")])
+    assert e.value.code == 3
+    assert "stopped by the red-team alarm" in capsys.readouterr().err
