@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     "get_template": "ceiling.envs",
     "Template": "ceiling.envs",
     "register": "ceiling.envs",
-    "TaskMix": "ceiling.envs._mix",
+    "TaskMix": "ceiling.envs",
     "Outcome": "ceiling.verify",
     "Verdict": "ceiling.verify",
     "RewardSpec": "ceiling.verify",

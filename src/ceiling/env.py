@@ -40,8 +40,7 @@ from ._faults import inject
 from .cards import TaskCard, card_limits
 from .sandbox import Limits, open_sandbox
 from .tools import ENDING_TOOLS, Action, card_tools, check_args, run_card_tool
-from .verify import RewardSpec, Verdict, Verifier
-from .verify._verifier import Ended
+from .verify import Ended, RewardSpec, Verdict, Verifier
 
 MAX_TEXT = 1 << 24
 

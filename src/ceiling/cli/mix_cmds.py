@@ -33,7 +33,7 @@ def sample_cmd(
     Example: ceiling envs sample examples/task_mix.yaml --n 1000 --seed 7 --json
     """
     from ..cards import save_card
-    from ..envs._mix import TaskMix, check_seed, distribution_report
+    from ..envs import TaskMix, check_seed, distribution_report
 
     check_seed(seed)
     mix = TaskMix.from_yaml(mix_path)

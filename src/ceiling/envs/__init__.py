@@ -1,5 +1,6 @@
 """Environment families: procedural generators of task cards, and the registry."""
 
+from ._mix import MixSpec, TaskMix, check_seed, distribution_report
 from ._registry import (
     MAX_SEED,
     VARIANTS,
@@ -11,5 +12,5 @@ from ._registry import (
     templates,
 )
 
-__all__ = ["MAX_SEED", "VARIANTS", "Template", "Variant", "get_template", "make", "register",
-           "templates"]
+__all__ = ["MAX_SEED", "VARIANTS", "MixSpec", "TaskMix", "Template", "Variant", "check_seed",
+           "distribution_report", "get_template", "make", "register", "templates"]

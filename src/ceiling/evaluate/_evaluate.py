@@ -15,8 +15,8 @@ from typing import Any
 from .. import __version__
 from .._errors import ConfigError
 from ..cards import TaskCard
-from ..rollout._types import Trajectory
-from ..verify._verdict import Verdict
+from ..rollout import Trajectory
+from ..verify import Verdict
 from ._metrics import summarize
 from ._store import RunRecord, Store, comparability_key
 from ._suite import resolve_suite

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..rollout._types import Trajectory
-from ..verify._verdict import Outcome
+from ..rollout import Trajectory
+from ..verify import Outcome
 from ._stats import (
     DEFAULT_LEVEL,
     DEFAULT_RESAMPLES,

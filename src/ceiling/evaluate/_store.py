@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._errors import ConfigError, nearest
-from ..rollout._types import Trajectory
+from ..rollout import Trajectory
 
 SCHEMA_VERSION = 1
 KEY_PARTS = ("cards", "harness", "sampling", "verifier", "package")

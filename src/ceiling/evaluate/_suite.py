@@ -4,7 +4,7 @@ A suite is one of
 
 - a family name (``terminal_ops``): the family's templates x variants x seeds, through
   ``envs.make``, in a fixed order (below), so the same ``--n`` always gives the same cards;
-- a task-mix yaml (``ceiling.envs._mix.TaskMix``): ``n`` cards sampled with ``card_seed``;
+- a task-mix yaml (``ceiling.envs.TaskMix``): ``n`` cards sampled with ``card_seed``;
 - a folder of card folders (each holding a ``task.yaml``), or one card folder.
 
 Family order: for seed s = card_seed, card_seed + 1, ...; for rotation j in 0..3; for the
@@ -58,11 +58,8 @@ def folder_cards(path: Path, n: int | None = None) -> list[TaskCard]:
 
 
 def mix_cards(path: Path, n: int | None, *, card_seed: int = 0) -> list[TaskCard]:
-    try:
-        from ..envs._mix import TaskMix
-    except ModuleNotFoundError:
-        raise ConfigError("task-mix files are not supported by this build (no envs._mix)",
-                          where=str(path), fix="use a family name or a folder of cards") from None
+    from ..envs import TaskMix
+
     mix = TaskMix.from_yaml(path)
     return list(mix.sample(n or DEFAULT_MIX_CARDS, seed=card_seed))
 

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlparse
 
 from .._errors import CeilingError
-from ..rollout._types import Trajectory
+from ..rollout import Trajectory
 from ._report import render_report
 from ._store import Store, load_trajectories
 

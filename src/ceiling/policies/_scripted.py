@@ -20,29 +20,19 @@ from ._types import Generation, PolicyRequest, SamplingParams
 PlanFactory = Callable[[int], Plan]  # episode seed -> a fresh plan
 
 
-def _plans_module() -> Any:
-    try:
-        from ..verify import _plans
-    except ImportError as e:
-        raise PolicyError("scripted plans are not available (ceiling.verify._plans is missing)",
-                          fix="install a ceiling build that includes the verifier") from e
-    return _plans
-
-
 def plan_factory(name: str) -> PlanFactory:
     """``oracle`` | ``null`` | ``random`` | ``exploit:NAME`` -> a factory of fresh Plans."""
+    from ..verify import null_plan, oracle_plan, random_plan
+
     if name in ("oracle", "null"):
-        fn = getattr(_plans_module(), f"{name}_plan")
+        fn = oracle_plan if name == "oracle" else null_plan
         return lambda _seed: fn()
     if name == "random":
-        fn = _plans_module().random_plan
-        return lambda seed: fn(seed)
+        return lambda seed: random_plan(seed)
     if name.startswith("exploit:"):
         key = name.split(":", 1)[1]
-        try:
-            from ..verify.exploits import EXPLOITS
-        except ImportError as e:
-            raise PolicyError("the exploit corpus is not available", fix="see `ceiling redteam`") from e
+        from ..verify.exploits import EXPLOITS
+
         if key not in EXPLOITS:
             hint = nearest(key, list(EXPLOITS))
             raise PolicyError(f"unknown exploit {key!r}",

@@ -2,7 +2,7 @@
 
 A stage names its cards by explicit ``templates``, a ``family``, ``tags`` (all must match)
 and/or a task-mix file (``mix``: the (template, difficulty) options of
-``ceiling.envs._mix.TaskMix`` with non-zero weight; the band sampler then draws among them
+``ceiling.envs.TaskMix`` with non-zero weight; the band sampler then draws among them
 by pass rate, not by the mix weights). The union is filtered by ``difficulties``; an empty
 result is a ConfigError naming the stage, never a silent no-op.
 """
@@ -30,7 +30,7 @@ def stage_templates(stage: StageConfig) -> list[str]:
 def _mix_options(stage: StageConfig) -> list[tuple[str, int]]:
     if not stage.mix:
         return []
-    from ..envs._mix import TaskMix
+    from ..envs import TaskMix
 
     mix = TaskMix.from_yaml(stage.mix)
     joint = mix.joint()

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cards import TaskCard
-from ..verify import Outcome, RewardSpec, Verdict
-from ..verify._verifier import Verifier
+from ..verify import Outcome, RewardSpec, Verdict, Verifier
 
 
 def tree_digest(root: Path) -> str:

@@ -6,7 +6,7 @@ policies; the exploit corpus lives in :mod:`ceiling.verify.exploits`.
 
 from ._plans import Plan, ScriptPlan, null_plan, oracle_plan, random_plan
 from ._verdict import Outcome, RewardSpec, TestResult, Verdict
-from ._verifier import Verifier, verify
+from ._verifier import Ended, Verifier, verify
 
 #: Runners whose hidden tests import workspace code in the test process (hardened, not
 #: sealed): reports list their cards as "in-process".
@@ -20,6 +20,6 @@ def grading_mode(card: object) -> str:
     return "in-process" if runner in IN_PROCESS_RUNNERS else "host"
 
 
-__all__ = ["IN_PROCESS_RUNNERS", "Outcome", "Plan", "RewardSpec", "ScriptPlan", "TestResult",
+__all__ = ["IN_PROCESS_RUNNERS", "Ended", "Outcome", "Plan", "RewardSpec", "ScriptPlan", "TestResult",
            "Verdict", "Verifier", "grading_mode", "null_plan", "oracle_plan", "random_plan",
            "verify"]
