@@ -19,8 +19,9 @@ def test_public_names() -> None:
         "KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "load_policy",
         "policy_tokenizer", "resolve_builtin", "sampling_params"])
     assert sorted(ceiling.rollout.__all__) == sorted([
-        "JsonlWriter", "RunStats", "Trajectory", "Turn", "episode_id", "episode_seed",
-        "read_trajectories", "run_episodes"])
+        "EXECUTORS", "JsonlWriter", "Rollout", "RolloutSpec", "RunStats", "Trajectory", "Turn",
+        "episode_id", "episode_seed", "make_executor", "map_jobs", "read_trajectories",
+        "resolve_ray_address", "run_episodes"])
     for mod in (ceiling.harness, ceiling.policies, ceiling.rollout):
         for name in mod.__all__:
             assert getattr(mod, name) is not None
