@@ -71,3 +71,16 @@ def test_oracle_solves_difficulty_3_through_the_harness(tid: str, seed: int, fmt
     assert t.outcome == "solved", (t.outcome, t.error, [u.observation for u in t.turns][-3:])
     assert all(u.parse_error is None for u in t.turns)
     assert len(t.turns) == oracle_call_count(card)
+
+
+def test_horizon_report_flags_labels_that_disagree_with_the_oracle() -> None:
+    from ceiling.verify._oracle import horizon_report
+
+    ok = make("terminal_ops/log-rotate-v1", seed=1, difficulty=3, variant="train")
+    rr = make("repo_refactor/add-validation-v1", seed=0, difficulty=3, variant="train")
+    gone = make("repo_refactor/add-validation-v1", seed=0, difficulty=3, variant="infeasible")
+    rep = horizon_report([(c, oracle_call_count(c)) for c in (ok, rr, gone)])
+    assert rep["checked"] == 2  # the infeasible card is skipped
+    assert rep["mislabelled_templates"] == ["repo_refactor/add-validation-v1@d3"]
+    row = rep["templates"]["repo_refactor/add-validation-v1@d3"]
+    assert row["label"] == {"long": 1} and row["want"] == {"short": 1}
