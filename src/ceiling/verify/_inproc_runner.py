@@ -10,6 +10,9 @@ Before anything of the workspace can run:
    stdin (read, then stdin closed, before any workspace code runs), so the host rejects
    duplicated, reordered or foreign lines even when they are written to the right
    descriptor with the right sequence number.
+   The runner makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``) first: a program
+   that workspace code starts (a fresh interpreter, free of the audit hook) cannot open
+   the runner's ``/proc/PID/mem`` to read the key or rewrite its memory.
 2. **Bytecode.** From the session start (before collection imports anything of the
    workspace) ``sys.pycache_prefix`` points at a fresh folder: ``__pycache__`` folders in
    the workspace are never read (a planted ``.pyc`` of a protected test would otherwise
@@ -41,11 +44,16 @@ import sys
 
 
 def _main():
+    import ctypes
     import hashlib
     import hmac
     import json
     import random
 
+    # not dumpable: no other process of the sandbox uid (a program that workspace code
+    # starts, free of this audit hook) can open /proc/<this pid>/mem, fd or environ
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise SystemExit("ceiling in-process grader: prctl(PR_SET_DUMPABLE, 0) failed")
     root = sys.argv[1]
     args = sys.argv[sys.argv.index("--") + 1:]
     # the record key arrives on stdin (never in argv or the environment) before anything of
