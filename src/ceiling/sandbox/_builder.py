@@ -78,8 +78,10 @@ def build_root(cfg: dict) -> str:
     new, up, wk = cfg["mnt"], cfg["upper"], cfg["work"]
     layers = list(reversed(cfg["lowers"]))  # highest first, as overlayfs wants
     skel = cfg["skel"]
-    for name in ("proc", "sys", "dev", "tmp", "run", "etc", "root", "var/lib", "var/cache"):
+    for name in ("proc", "sys", "dev", "tmp", "run", "etc", "root", "var/lib", "var/cache",
+                 "var/log/apt", "var/tmp"):
         os.makedirs(f"{skel}/{name}", 0o755, exist_ok=True)
+    os.chmod(f"{skel}/var/tmp", 0o1777)
     for name in SYSTEM:  # merged /usr: the host's links, else mount points
         if os.path.islink("/" + name):
             os.symlink(os.readlink("/" + name), f"{skel}/{name}")
@@ -167,11 +169,11 @@ def run_step(cfg: dict) -> int:
     pid = os.fork()
     if pid == 0:
         try:
-            os.makedirs(cfg["cwd"], 0o755, exist_ok=True)
-            os.chdir(cfg["cwd"])
             os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
             os.dup2(log, 1)
             os.dup2(log, 2)
+            os.makedirs(cfg["cwd"], 0o755, exist_ok=True)
+            os.chdir(cfg["cwd"])
             os.setsid()
             drop_privileges(bytes.fromhex(cfg["seccomp"]))
             os.execve("/bin/sh", ["/bin/sh", "-c", cfg["run"]], cfg["env"])

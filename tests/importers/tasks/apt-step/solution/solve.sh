@@ -1,0 +1,2 @@
+#!/bin/bash
+pv -q /app/input.bin > /app/copy.bin
