@@ -320,3 +320,13 @@ def test_checker_is_red_on_a_package_without_a_floor() -> None:
     bad["ceiling.newpkg"] = ("from ..verify import Verdict\n", True)
     found = violations(bad)
     assert found and "unit 'newpkg' has no floor" in found[0]
+
+
+def test_docs_architecture_lists_the_same_floors() -> None:
+    doc = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 3 and cells[1].isdigit():
+            rows[int(cells[1])] = tuple(u.split(" ")[0].strip("`") for u in cells[2].split(", "))
+    assert rows == dict(enumerate(FLOORS)), "docs/architecture.md's floor table != FLOORS"

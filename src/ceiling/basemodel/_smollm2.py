@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from .._errors import CeilingError
+from .._home import ceiling_home
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _FORMAT = 1  # bump to force re-conversion when the conversion changes
@@ -41,8 +41,7 @@ def gguf_path() -> Path:
 
 
 def cache_dir() -> Path:
-    home = Path(os.environ.get("CEILING_HOME", Path.home() / ".ceiling"))
-    return home / "bases" / "smollm2"
+    return ceiling_home() / "bases" / "smollm2"
 
 
 def ensure_converted(dest: Path | None = None) -> Path:

@@ -21,23 +21,22 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .._errors import CardError, nearest
+from .._errors import CardError
+from .._yaml import first_error, load_yaml
 from ._files import check_relpath, read_tree, write_tree
 from ._schema import TaskCard
 
 
-def _field_fix(err: dict[str, Any]) -> tuple[str, str]:
-    loc = ".".join(str(x) for x in err.get("loc", ())) or "(top level)"
-    kind = err.get("type", "")
+def _field_fix(e: ValidationError) -> tuple[str, str, str]:
+    """(location, pydantic's message, fix) of the first error."""
+    kind, loc, hint, err = first_error(e, TaskCard)
     if kind == "missing":
-        return loc, f"add the required field '{loc}'"
+        return loc, str(err.get("msg")), f"add the required field '{loc}'"
     if kind == "extra_forbidden":
         name = str(err["loc"][-1])
-        parent = TaskCard
-        fields = set(parent.model_fields)
-        hint = nearest(name, fields) if len(err["loc"]) == 1 else None
-        return loc, f"remove unknown field '{name}'" + (f" (did you mean '{hint}'?)" if hint else "")
-    return loc, str(err.get("msg", "invalid value"))
+        return loc, str(err.get("msg")), f"remove unknown field '{name}'" + (
+            f" (did you mean '{hint}'?)" if hint else "")
+    return loc, str(err.get("msg")), str(err.get("msg", "invalid value"))
 
 
 def card_from_dict(data: Any, *, where: str = "<card>") -> TaskCard:
@@ -48,10 +47,8 @@ def card_from_dict(data: Any, *, where: str = "<card>") -> TaskCard:
     try:
         return TaskCard.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        field, fix = _field_fix(dict(first))
-        raise CardError(f"field '{field}' is invalid: {first.get('msg')}", where=where,
-                        fix=fix) from None
+        field, msg, fix = _field_fix(e)
+        raise CardError(f"field '{field}' is invalid: {msg}", where=where, fix=fix) from None
 
 
 def load_card(path: str | os.PathLike[str]) -> TaskCard:
@@ -63,13 +60,7 @@ def load_card(path: str | os.PathLike[str]) -> TaskCard:
     if not spec.is_file():
         raise CardError("no task.yaml here", where=str(folder),
                         fix="point at a card folder that holds task.yaml")
-    try:
-        raw = yaml.safe_load(spec.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise CardError(f"not valid YAML ({getattr(e, 'problem', e)})", where=f"{spec}{line}",
-                        fix="check indentation and quoting on that line") from None
+    raw = load_yaml(spec, error=CardError)
     base_names = raw.pop("base_layers", []) if isinstance(raw, dict) else []
     card = card_from_dict(raw, where=str(spec))
     ws = folder / "workspace"

@@ -49,13 +49,12 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import ConfigError, nearest
+from .._yaml import first_error, load_yaml
 from ..cards import HORIZONS, TASK_TYPES, TaskCard
 from ._registry import MAX_SEED, VARIANTS, make, templates
 
@@ -128,18 +127,8 @@ class TaskMix:
     # -- construction ------------------------------------------------------------------
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> TaskMix:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError("no such file", where=str(p),
-                              fix="pass a task_mix.yaml (see examples/task_mix.yaml)")
-        try:
-            data = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"not valid YAML ({getattr(e, 'problem', e)})",
-                              where=f"{p}{line}", fix="check indentation and quoting") from None
-        return cls.from_dict(data, where=str(p))
+        data = load_yaml(path, missing_fix="pass a task_mix.yaml (see examples/task_mix.yaml)")
+        return cls.from_dict(data, where=str(path))
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "task_mix") -> TaskMix:
@@ -149,13 +138,11 @@ class TaskMix:
         try:
             spec = MixSpec.model_validate(data)
         except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(x) for x in err.get("loc", ())) or "(top level)"
-            if err.get("type") == "extra_forbidden":
+            kind, loc, hint, err = first_error(e, MixSpec)
+            if kind == "extra_forbidden":
                 name = str(err["loc"][-1])
-                hint = nearest(name, list(MixSpec.model_fields)) if len(err["loc"]) == 1 else None
                 fix = f"remove '{name}'" + (f" (did you mean '{hint}'?)" if hint else "")
-            elif err.get("type") == "missing":
+            elif kind == "missing":
                 fix = f"add '{loc}' (e.g. task_mix: {{multi_tool: 1.0}})"
             else:
                 fix = str(err.get("msg"))

@@ -35,15 +35,12 @@ import tempfile
 from pathlib import Path
 
 from .._errors import ConfigError
+from .._home import ceiling_home
 
 ENV_VAR = "CEILING_SECRET"
 MIN_BYTES = 16
 
 _CACHE: dict[str, bytes] = {}
-
-
-def _home() -> Path:
-    return Path(os.environ.get("CEILING_HOME", Path.home() / ".ceiling"))
 
 
 def _from_env(text: str) -> bytes:
@@ -87,9 +84,9 @@ def _from_file(path: Path) -> bytes:
 def installation_secret() -> bytes:
     """The secret bytes (see the module docstring for where they come from)."""
     env = os.environ.get(ENV_VAR)
-    key = f"env:{env}" if env else f"file:{_home() / 'secret'}"
+    key = f"env:{env}" if env else f"file:{ceiling_home() / 'secret'}"
     if key not in _CACHE:
-        _CACHE[key] = _from_env(env) if env else _from_file(_home() / "secret")
+        _CACHE[key] = _from_env(env) if env else _from_file(ceiling_home() / "secret")
     return _CACHE[key]
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._errors import ConfigError, nearest
+from .._home import ceiling_home
 from ..rollout import Trajectory
 
 SCHEMA_VERSION = 1
@@ -64,10 +65,6 @@ CREATE TABLE IF NOT EXISTS episodes (
 );
 CREATE INDEX IF NOT EXISTS runs_key ON runs(key);
 """
-
-
-def ceiling_home() -> Path:
-    return Path(os.environ.get("CEILING_HOME", Path.home() / ".ceiling"))
 
 
 def _canon(obj: Any) -> str:

@@ -33,15 +33,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .._errors import SandboxError, StateRejected
+from .._home import ceiling_home
 from .._tree import FileEntry, read_tree, tree_hash, write_tree
 
 SANDBOX_UID = 61000  # the unprivileged user commands run as in a namespace sandbox
 SANDBOX_GID = 61000
 OPAQUE = "trusted.overlay.opaque"
-
-
-def ceiling_home() -> Path:
-    return Path(os.environ.get("CEILING_HOME", Path.home() / ".ceiling"))
 
 
 def _is_whiteout(st: os.stat_result) -> bool:

@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .._errors import ConfigError, nearest
+from .._errors import ConfigError
+from .._yaml import first_error, load_yaml
 from ..verify import RewardSpec
 
 
@@ -139,26 +140,6 @@ class TrainConfig(_M):
         return sum(s.steps for s in self.stages)
 
 
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The valid keys of the (nested) model at ``loc`` (for "did you mean")."""
-    cur: Any = model
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        f = cur.model_fields.get(part) if isinstance(cur, type) and issubclass(
-            cur, BaseModel) else None
-        if f is None:
-            return []
-        ann = f.annotation
-        args = getattr(ann, "__args__", ())
-        nxt = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)),
-                   None)
-        if nxt is None:
-            return []
-        cur = nxt
-    return list(cur.model_fields) if isinstance(cur, type) and issubclass(cur, BaseModel) else []
-
-
 def config_from_dict(data: Any, where: str = "config") -> TrainConfig:
     """Validate a parsed YAML mapping; errors are one :class:`ConfigError` naming the key."""
     if not isinstance(data, dict):
@@ -167,11 +148,9 @@ def config_from_dict(data: Any, where: str = "config") -> TrainConfig:
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        dotted = ".".join(str(x) for x in loc)
-        if err["type"] == "extra_forbidden":
-            hint = nearest(str(loc[-1]), _fields_at(TrainConfig, loc))
+        kind, dotted, hint, err = first_error(e, TrainConfig)
+        dotted = "" if dotted == "(top level)" else dotted
+        if kind == "extra_forbidden":
             raise ConfigError(f"unknown key {dotted!r}", where=where,
                               fix=f"did you mean {hint!r}?" if hint else
                               "remove it (see docs/training.md)") from None
@@ -180,15 +159,7 @@ def config_from_dict(data: Any, where: str = "config") -> TrainConfig:
 
 
 def load_config(path: Path | str) -> TrainConfig:
-    import yaml
-
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"training config {str(p)!r} does not exist", where=str(p),
-                          fix="pass a YAML file, e.g. docs/training.md's example")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"not valid YAML: {str(e).splitlines()[0]}", where=str(p),
-                          fix="check the indentation and quoting") from None
-    return config_from_dict(data, where=str(p))
+    """Read and validate a training config; errors name the file (and line), key and fix."""
+    data = load_yaml(path, what=f"training config {str(path)!r} does not exist",
+                     missing_fix="pass a YAML file, e.g. docs/training.md's example")
+    return config_from_dict(data, where=str(path))

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._home import ceiling_home
 from ..cards import TaskCard
 from ._config import StageConfig
 
@@ -82,8 +83,7 @@ def _score(cards: int, oracle: int, null: int, runs: int, positive: int) -> floa
 
 
 def _cache_dir() -> Path:
-    home = Path(os.environ.get("CEILING_HOME", Path.home() / ".ceiling"))
-    return home / "cache" / "reliability"
+    return ceiling_home() / "cache" / "reliability"
 
 
 def _arms_by_template(stage: StageConfig) -> dict[str, list[tuple[int, str]]]:
