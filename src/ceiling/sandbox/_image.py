@@ -136,8 +136,7 @@ class ImageStore:
     """Built layers by content id, in a root-only folder (see the module doc)."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        env = os.environ.get("CEILING_IMAGE_DIR")
-        self.root = Path(root or env or ceiling_home() / "images")
+        self.root = Path(root) if root is not None else image_root()
         self.root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             os.chown(self.root, 0, 0)
@@ -154,10 +153,16 @@ class ImageStore:
         return read_tree(p) if p.is_dir() else None
 
 
+def image_root() -> Path:
+    """The image store's folder: ``$CEILING_IMAGE_DIR``, else ``$CEILING_HOME/images``."""
+    env = os.environ.get("CEILING_IMAGE_DIR")
+    return Path(env) if env else ceiling_home() / "images"
+
+
 def check_layer_dir(path: str) -> str:
     """A ``Limits.rootfs`` entry, checked before a holder mounts it: the real path of a
-    built layer's ``root`` folder, in an image store that only root can enter (0700, owned
-    by root), itself owned by root and writable by nobody else. Anything else (``/``, a home
+    built layer's ``root`` folder, in *the* image store (:func:`image_root`) that only root
+    can enter (0700, owned by root), itself owned by root and writable by nobody else. Anything else (``/``, a home
     folder, a folder an agent could have written) is a :class:`ConfigError`."""
     real = os.path.realpath(path)
     layer, store = os.path.dirname(real), os.path.dirname(os.path.dirname(real))
@@ -167,6 +172,7 @@ def check_layer_dir(path: str) -> str:
         raise ConfigError(f"image layer {path!r} does not exist ({e})", where="Limits.rootfs",
                           fix="build the image first (ceiling import ..., or build_image)") from None
     ok = (os.path.basename(real) == "root" and os.path.isfile(os.path.join(layer, "meta.json"))
+          and store == os.path.realpath(image_root())
           and stat.S_ISDIR(st_real.st_mode) and st_real.st_uid == 0
           and not st_real.st_mode & 0o022 and st_store.st_uid == 0
           and not st_store.st_mode & 0o077 and real != "/")
