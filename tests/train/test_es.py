@@ -58,7 +58,7 @@ def test_an_es_step_moves_the_adapter_uphill_on_a_toy_objective(tiny_tok: Any) -
     params = [p for p in model.parameters() if p.requires_grad]
     target = [p.detach() + 0.05 * torch.randn_like(p) for p in params]
     params, objective, run = _toy(model, target)
-    es = ES(model, ESSettings(population=64, sigma=0.01, lr=0.001), seed=3)
+    es = ES(model, ESSettings(population=64, sigma=0.01, step=0.5), seed=3)
     before = [p.detach().clone() for p in params]
     f0 = objective()
     res = es.evaluate_and_update(run)
@@ -123,7 +123,7 @@ def test_es_settings_come_from_the_config_and_bad_keys_are_named() -> None:
     cfg = config_from_dict({"optimizer": "es", "es": {"population": 2, "sigma": 0.05},
                             "stages": [{"name": "a", "tags": ["demo"]}]})
     s = ESSettings.from_dict(cfg.es)
-    assert (s.population, s.sigma, s.lr) == (2, 0.05, ESSettings.lr)
+    assert (s.population, s.sigma, s.step) == (2, 0.05, ESSettings.step)
     with pytest.raises(ConfigError, match=r"unknown key 'es.sigm'.*'sigma'"):
         ESSettings.from_dict({"sigm": 0.1})
     with pytest.raises(ConfigError, match="out of range"):
@@ -172,7 +172,7 @@ def test_es_in_the_trainer_resumes_to_the_same_adapter(base_dir: Path, tmp_path:
     cfg = config_from_dict({
         "base": str(base_dir), "seed": 2, "optimizer": "es", "cards_per_step": 2,
         "checkpoint_every": 2, "lora": {"r": 2, "alpha": 4}, "sampling": {"max_new_tokens": 4},
-        "es": {"population": 2, "episodes": 2, "sigma": 1.0, "lr": 0.5},
+        "es": {"population": 2, "episodes": 2, "sigma": 1.0, "step": 0.5},
         "stages": [{"name": "a", "tags": ["demo"], "steps": 4}]})
 
     def adapter(run: Path) -> dict[str, torch.Tensor]:
@@ -187,3 +187,76 @@ def test_es_in_the_trainer_resumes_to_the_same_adapter(base_dir: Path, tmp_path:
     assert a and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert any(float(v.abs().sum()) > 0 for k, v in a.items() if "lora_B" in k)  # it moved
     assert full.unit["rollouts"] == 4 * 2 * 2 * 2 * 2 and full.unit["trained_tokens"] == 0
+
+
+def test_the_old_lr_knob_is_refused_naming_its_replacement() -> None:
+    with pytest.raises(ConfigError, match=r"es.lr.*step"):
+        ESSettings.from_dict({"lr": 0.02})
+    with pytest.raises(ConfigError, match="out of range"):
+        ESSettings.from_dict({"max_update_ratio": -1})
+
+
+def test_one_step_is_bounded_by_the_perturbation_length_and_the_adapter_norm(
+        tiny_tok: Any) -> None:
+    """||delta|| = step * sigma * sqrt(D), capped at max_update_ratio * ||theta||: a step
+    never moves the adapter further than its perturbations went, whatever the population."""
+    for ratio, capped in ((0.0, False), (1e-3, True)):
+        model = make_model(tiny_tok, seed=5)
+        params = [p for p in model.parameters() if p.requires_grad]
+        before = [p.detach().clone() for p in params]
+        theta = sum(float(p.pow(2).sum()) for p in before) ** 0.5
+        dim = sum(p.numel() for p in params)
+        s = ESSettings(population=16, sigma=0.02, step=0.5, max_update_ratio=ratio)
+        calls = iter(range(10**6))  # every perturbation earns a different reward
+
+        def run(calls: Any = calls) -> list[list[Trajectory]]:
+            return [[_traj(float(next(calls)))]]
+
+        res = ES(model, s, seed=1).evaluate_and_update(run)
+        moved = sum(float((p.detach() - b).pow(2).sum())
+                    for p, b in zip(params, before, strict=True)) ** 0.5
+        want = ratio * theta if capped else 0.5 * 0.02 * dim ** 0.5
+        assert moved == pytest.approx(want, rel=1e-4)
+        assert res.metrics["update_norm"] == pytest.approx(want, rel=1e-4)
+        assert res.metrics["update_ratio"] == pytest.approx(want / theta, rel=1e-4)
+
+
+def test_a_few_es_steps_on_the_real_tiny_base_keep_the_training_pass_rate() -> None:
+    """The shipped tiny base, its LoRA adapter, real sandboxed episodes scored by the
+    verifier, the documented default knobs: the centre policy's pass rate on training
+    cards (same cards, same sampling seeds) does not drop after ES steps, and it still
+    submits (the old unnormalised step sent it to 0.0 and 20-step episodes)."""
+    from ceiling.envs import make
+    from ceiling.train._model import attach_lora, base_path, load_base
+    from ceiling.train._optim import StepContext
+    from ceiling.train._rollouts import pick_backend
+    from ceiling.train._trainer import default_rollout
+
+    cfg = config_from_dict({"base": "builtin:tiny", "optimizer": "es", "workers": 2,
+                            "es": {"population": 2, "episodes": 1},
+                            "stages": [{"name": "a", "tags": ["demo"]}]})
+    backend, _ = pick_backend("namespace")
+    model, tok = load_base(base_path("builtin:tiny"), "cpu")
+    model = attach_lora(model, r=16, alpha=32, seed=0)
+    model.eval()
+    rollout = default_rollout(model, tok, cfg, cfg.stages[0], backend)
+    probe = [make(t, seed=40 + i) for i, t in enumerate(
+        ["terminal_ops/demo-copy-v1", "terminal_ops/demo-create-v1",
+         "terminal_ops/demo-append-v1"])]
+
+    def centre() -> tuple[float, float]:
+        eps = [t for g in rollout(probe, 4, 123) for t in g if t.outcome != "infra_error"]
+        return (sum(t.passed for t in eps) / len(eps), sum(len(t.turns) for t in eps) / len(eps))
+
+    p0, steps0 = centre()
+    es = optimizer_factory("es")(model=model, config=cfg)
+    train = [make("terminal_ops/demo-copy-v1", seed=7), make("terminal_ops/demo-move-v1", seed=8)]
+    moved = 0.0
+    for i in range(2):
+        res = es.step(StepContext(i, train, rollout, 1000 + i))
+        moved += res.metrics["update_norm"]
+    p1, steps1 = centre()
+    assert moved > 0, "no ES step updated the adapter: the test would prove nothing"
+    assert p0 > 0.2  # the base solves some of these
+    assert p1 >= p0 - 0.2, (p0, p1)
+    assert steps1 <= 2 * steps0 + 1, (steps0, steps1)

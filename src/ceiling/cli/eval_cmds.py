@@ -199,6 +199,10 @@ def report_cmd(
             notes.append(str(e))
     extra = [("Not compared", "<ul>" + "".join(f"<li>{__import__('html').escape(n)}</li>"
                                                for n in notes) + "</ul>")] if notes else []
+    from ..evaluate._diagnose import diagnose_rows, diagnosis_html
+
+    extra += [(f"Diagnosis: {r.label}", diagnosis_html(diagnose_rows(store.episodes(r.id))))
+              for r in recs]
     path = write_report(render_report(recs, title=title, comparisons=comparisons,
                                       extra_sections=extra), out)
     sys.stderr.write(f"report written to {path.resolve()}\n")
