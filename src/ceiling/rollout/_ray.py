@@ -29,8 +29,9 @@ kept between runs of the same process (a training loop pays their start once).
 
 Limits: the driver must run on a cluster node (no ``ray://`` client); every node needs
 the ``ceiling`` package, its runtime and root for the namespace sandbox (docs/scale-out.md).
-``map`` (validation, red-teaming) runs plain Ray tasks, which Ray itself retries up to 3
-times when their worker dies (each job is a pure function of its card and plan).
+``map`` (validation, red-teaming) runs one job per worker at a time on the same workers
+(so it never waits for slots the workers hold); a job lost with its worker runs again
+elsewhere (each job is a pure function of its card and plan).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import math
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -61,6 +62,7 @@ from ._executor import (
 RESOURCE = "ceiling_env"
 WORKER_THREADS = 64  # calls one worker runs at once (episodes it may host)
 CARD_CACHE = 256  # cards a worker keeps by content id
+MAP_RETRIES = 3  # re-runs of a map job lost with its worker
 T = TypeVar("T")
 
 
@@ -71,6 +73,7 @@ class EnvWorker:
         self._envs: dict[str, Any] = {}
         self._cards: OrderedDict[str, TaskCard] = OrderedDict()
         self._cfgs: dict[str, EnvConfig] = {}
+        self._fns: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def node(self) -> tuple[str, int]:
@@ -118,6 +121,15 @@ class EnvWorker:
         env = self._envs.pop(eid, None)
         if env is not None:
             env.close()
+
+    def run(self, key: str, fn_box: list[Any], job: Any) -> Any:
+        """``fn(job)`` (validation-style jobs); ``fn`` is fetched once per key."""
+        import ray
+
+        fn = self._fns.get(key)
+        if fn is None:
+            fn = self._fns[key] = ray.get(fn_box[0])
+        return fn(job)
 
     def hosted(self) -> int:
         return len(self._envs)
@@ -219,6 +231,7 @@ class RayExecutor:
         self._closing: list[Any] = []
         self.lost_workers = 0
         self.stragglers = 0
+        self.retried = 0  # map jobs re-run after their worker died
         self.placed: dict[str, int] = {}  # node id -> episodes started there (this run)
 
     # ------------------------------------------------------------------ workers
@@ -392,26 +405,47 @@ class RayExecutor:
 
     def map(self, fn: Callable[[Any], T], jobs: Sequence[Any],
             progress: Callable[[int], None] | None = None) -> list[T]:
-        """``fn`` over ``jobs`` as Ray tasks (one env slot each, retried by Ray when their
-        worker dies), results in job order."""
+        """``fn`` over ``jobs`` on the workers (one job per worker at a time), results in job
+        order. A job lost with its worker runs again on another (``fn`` must be a pure
+        function of its job), at most ``MAP_RETRIES`` times."""
         import ray
 
         connect(self.address)
-        want, custom = _wanted(ray.nodes())
-        if not want:
-            raise ConfigError("the Ray cluster offers no environment workers",
-                              where="--executor ray",
-                              fix=f"start nodes with --resources '{{\"{RESOURCE}\": N}}'")
-        opts: dict[str, Any] = {"max_retries": 3, "retry_exceptions": False}
-        opts |= {"num_cpus": 0, "resources": {RESOURCE: 1}} if custom else {"num_cpus": 1}
-        task = ray.remote(**opts)(_call)
+        self._pool = _POOLS.setdefault(_pool_key(), _Pool())
+        self._spawn()
         fn_ref = ray.put(fn)
-        refs = [task.remote([fn_ref], job) for job in jobs]
-        pending = list(refs)
-        while pending and progress is not None:
-            ready, pending = ray.wait(pending, num_returns=1)
-            progress(len(ready))
-        return list(ray.get(refs))
+        key = fn_ref.hex()
+        results: list[Any] = [None] * len(jobs)
+        tries = [0] * len(jobs)
+        todo = deque(range(len(jobs)))
+        inflight: dict[Any, tuple[int, _Slot]] = {}
+        while todo or inflight:
+            while todo and len(inflight) < max(1, self.workers()):
+                i = todo.popleft()
+                slot = self._pick()
+                slot.load += 1
+                inflight[slot.actor.run.remote(key, [fn_ref], jobs[i])] = (i, slot)
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                i, slot = inflight.pop(ref)
+                slot.load -= 1
+                try:
+                    results[i] = ray.get(ref)
+                except ray.exceptions.RayError as e:
+                    if not _is_lost(e):
+                        cause = getattr(e, "cause", None)
+                        raise cause if isinstance(cause, BaseException) else e from None
+                    self._dead(slot)
+                    tries[i] += 1
+                    if tries[i] > MAP_RETRIES:
+                        raise RuntimeError(f"job {i} was lost with its worker {tries[i]} "
+                                           f"times ({type(e).__name__})") from None
+                    self.retried += 1
+                    todo.appendleft(i)
+                    continue
+                if progress is not None:
+                    progress(1)
+        return results
 
     def shutdown(self) -> None:
         import ray
@@ -427,7 +461,3 @@ class RayExecutor:
         self._card_refs.clear()
 
 
-def _call(box: list[Any], job: Any) -> Any:
-    import ray
-
-    return ray.get(box[0])(job)
