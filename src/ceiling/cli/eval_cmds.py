@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ._app import app
+from ._executor_opts import ExecutorOpt, RayAddressOpt, check_executor
 
 
 def _print_json(obj: Any) -> None:
@@ -74,6 +75,8 @@ def eval_cmd(
     max_new_tokens: Annotated[int | None, typer.Option(
         "--max-new-tokens", help="reply budget in tokens (default: the harness's, 256)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Evaluate a policy on a suite and store the run.
 
@@ -81,9 +84,11 @@ def eval_cmd(
     """
     from ..evaluate import run_eval
 
+    check_executor(executor, ray_address)
     rec = run_eval(policy, suite, n=n, k=k, name=name, seed=seed, card_seed=card_seed,
                    backend=backend, workers=workers, harness_format=harness_format,
-                   temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+                   temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                   executor=executor, ray_address=ray_address)
     sys.stderr.write(f"stored run {rec.label} (id {rec.id}); trajectories in "
                      f"{rec.trajectories}\n")
     s = rec.summary

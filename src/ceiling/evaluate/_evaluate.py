@@ -78,13 +78,15 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
              backend: str = "namespace", workers: int = 4, harness_format: str | None = None,
              max_new_tokens: int | None = None, temperature: float | None = None,
              top_p: float | None = None,
-             store: Store | None = None, cards: list[TaskCard] | None = None) -> RunRecord:
+             store: Store | None = None, cards: list[TaskCard] | None = None,
+             executor: str = "local", ray_address: str | None = None) -> RunRecord:
     """Evaluate ``policy`` (a spec string) on ``suite`` with ``k`` samples per card and store
     the run. ``harness_format``: line | json | bash (None: the policy's default,
     :func:`ceiling.harness.default_format`); ``temperature`` 0 is greedy. The harness
     fingerprint and the sampling settings enter the comparability key. Trajectories go to
     ``$CEILING_HOME/runs/<run id>/trajectories.jsonl`` (``runs/name-<name>/`` for a named
-    run, which resumes if it was interrupted)."""
+    run, which resumes if it was interrupted). ``executor``/``ray_address``: where the
+    environment steps run (``local`` threads or ``ray`` workers; same results)."""
     if k < 1:
         raise ConfigError(f"-k {k} asks for no sample", where="-k", fix="use -k 1 or more")
     store = store or Store()
@@ -113,7 +115,8 @@ def run_eval(policy: str, suite: str, *, n: int | None = None, k: int = 1,
                 "harness": harness.fingerprint(tok), "sampling": dataclasses.asdict(sampling)}
     out = _run_dir(store, rid, name, manifest) / "trajectories.jsonl"
     trajs = run_episodes(cards, pol, harness, k=k, sampling=sampling, backend=backend, out=out,
-                         workers=workers, seed=seed)
+                         workers=workers, seed=seed, executor=executor,
+                         ray_address=ray_address)
     trajs = list(trajs)
     if not out.is_file():  # the runner keeps records in memory only when out is None
         out.write_text("".join(t.to_json() + "\n" for t in trajs), encoding="utf-8")
