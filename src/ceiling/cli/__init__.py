@@ -11,7 +11,7 @@ from ._app import app
 
 _MODULES = ("sandbox_cmds", "envs_cmds", "mix_cmds", "verify_cmds", "rollout_cmds",
             "eval_cmds", "train_cmds", "bench_train_cmds", "harness_cmds",
-            "study_cmds", "diagnose_cmds", "import_cmds")
+            "study_cmds", "diagnose_cmds", "import_cmds", "synth_cmds")
 
 
 def _load() -> None:

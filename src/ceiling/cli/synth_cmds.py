@@ -1,0 +1,170 @@
+"""``ceiling synth repo|trajectories`` and ``ceiling bench synth``: environment synthesis
+into validated card folders (see docs/synthesis.md). Reports print as JSON on stdout with
+``--json``; progress (cards, candidates, yield, cards/min) goes to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+from .._errors import ConfigError
+from ._app import app, bench_app
+
+synth_app = typer.Typer(no_args_is_help=True, help="Synthesize validated task cards from "
+                        "real repositories or agent trajectories.")
+app.add_typer(synth_app, name="synth")
+
+Backend = Annotated[str, typer.Option("--backend", help="sandbox backend: namespace | local "
+                                      "(local has no isolation)")]
+
+
+def _emit(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A status line: cards, candidates, yield and cards/min, updated per batch."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(label, total=None)
+
+        def update(rep: dict[str, Any]) -> None:
+            y = rep.get("yield")
+            prog.update(task, description=(
+                f"{label}: {rep.get('cards', 0)} cards / {rep.get('candidates', 0)} "
+                f"candidates, yield {'-' if y is None else f'{y:.0%}'}, "
+                f"{rep.get('cards_per_min') or 0} cards/min"))
+        yield update
+
+
+def _check_backend(backend: str) -> None:
+    from ..sandbox import BACKENDS
+
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}", where="--backend",
+                          fix=f"use one of {list(BACKENDS)}")
+
+
+def _text(rep: dict[str, Any], what: str) -> str:
+    lines = [(f"{what}: {rep.get('cards', 0)} cards from {rep.get('candidates', 0)} "
+              f"candidates (yield {rep.get('yield')}), {rep.get('cards_per_min')} cards/min, "
+              f"{rep.get('seconds')} s -> {rep.get('out')}")]
+    for reason, n in (rep.get("refusals") or {}).items():
+        lines.append(f"  refused {reason}: {n}")
+    return "\n".join(lines) + "\n"
+
+
+@synth_app.command("repo")
+def synth_repo_cmd(
+    source: Annotated[str, typer.Argument(help="a Python project folder, or NAME==VERSION "
+                                          "(a PyPI source distribution, fetched with pip)")],
+    out: Annotated[str, typer.Option("--out", help="output folder (card folders, "
+                                     "manifest.jsonl; resumable)")],
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="stop once the folder "
+                                              "holds N validated cards of this project")] = None,
+    max_candidates: Annotated[int | None, typer.Option("--max-candidates", min=1,
+                                                       help="stop after trying N")] = None,
+    split: Annotated[str, typer.Option("--split", help="train | heldout: the split of every "
+                                       "card of this project")] = "train",
+    combo_share: Annotated[float, typer.Option("--combo-share", min=0.0, max=1.0,
+                                               help="share of candidates that combine 2-4 "
+                                               "validated bugs")] = 0.25,
+    writer: Annotated[str | None, typer.Option("--writer", help="rewrite instructions with "
+                                               "openai:MODEL@URL")] = None,
+    exploits: Annotated[int, typer.Option("--exploits", min=0, help="exploits per card "
+                                          "(rotating through the corpus)")] = 1,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    backend: Backend = "namespace",
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Inject bugs into a real project's covered functions and keep the ones its own tests
+    catch, validated (oracle passes, untouched fails, exploits earn nothing).
+
+    Example: ceiling synth repo toolz==0.12.1 --out cards/toolz --limit 50 --json
+    """
+    from ..synth import RepoOptions, synth_repo
+
+    _check_backend(backend)
+    opts = RepoOptions(limit=limit, seed=seed, backend=backend, workers=workers, split=split,
+                       combo_share=combo_share, max_candidates=max_candidates, writer=writer,
+                       exploits=exploits)
+    with _progress(f"synth {source}") as update:
+        rep = synth_repo(source, out, opts, progress=update)
+    _emit(rep) if as_json else sys.stdout.write(_text(rep, f"synth repo {source}"))
+
+
+@synth_app.command("trajectories")
+def synth_trajectories_cmd(
+    file: Annotated[str, typer.Argument(help="trajectories: ceiling's JSONL (ceiling eval "
+                                        "--out) or the generic JSONL (docs/synthesis.md)")],
+    out: Annotated[str, typer.Option("--out", help="output folder (resumable)")],
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="stop after N cards")] = None,
+    depth: Annotated[int, typer.Option("--depth", min=0, help="also chain up to N "
+                                       "trajectories on one workspace into multi-round "
+                                       "cards")] = 0,
+    breadth: Annotated[int, typer.Option("--breadth", min=0, help="also combine up to N "
+                                         "pairs of workspaces into one card")] = 0,
+    exploits: Annotated[int, typer.Option("--exploits", min=0, help="exploits per card")] = 1,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
+    backend: Backend = "namespace",
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Recover the initial workspace of each trajectory by replaying its file operations
+    backwards; tests from its end state; the oracle replays its actions; validated.
+
+    Example: ceiling synth trajectories runs/oracle.jsonl --out cards/traj --json
+    """
+    from ..synth import TrajOptions, synth_trajectories
+
+    _check_backend(backend)
+    opts = TrajOptions(limit=limit, backend=backend, workers=workers, exploits=exploits,
+                       depth=depth, breadth=breadth)
+    with _progress(f"synth {file}") as update:
+        rep = synth_trajectories(file, out, opts, progress=update)
+    _emit(rep) if as_json else sys.stdout.write(_text(rep, f"synth trajectories {file}"))
+
+
+@bench_app.command("synth")
+def bench_synth_cmd(
+    out: Annotated[str, typer.Option("--out", help="output folder (resumable)")] =
+    "ceiling-synth-bench",
+    projects: Annotated[str | None, typer.Option("--projects", help="comma-separated "
+                                                 "NAME==VERSION list (default: 12 pinned "
+                                                 "pure-Python projects)")] = None,
+    per_project: Annotated[int, typer.Option("--per-project", min=1)] = 100,
+    minutes: Annotated[float, typer.Option("--minutes", min=0.1, help="time budget")] = 60.0,
+    workers: Annotated[int, typer.Option("--workers", min=1)] = 2,
+    backend: Backend = "namespace",
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON result only")] = False,
+) -> None:
+    """Cards from several real PyPI projects: yield per project and per modifier, cards/min,
+    and the cost of a card against one run of the project's suite (same run).
+
+    Example: ceiling bench synth --per-project 125 --minutes 240 --json
+    """
+    from ..synth import DEFAULT_PROJECTS, bench_synth
+
+    _check_backend(backend)
+    specs = [s.strip() for s in projects.split(",") if s.strip()] if projects else list(
+        DEFAULT_PROJECTS)
+    t0 = time.perf_counter()
+
+    def tick(spec: str, rep: dict[str, Any]) -> None:
+        sys.stderr.write(f"[{time.perf_counter() - t0:7.0f} s] {spec}: {rep.get('cards')} "
+                         f"cards / {rep.get('candidates')} candidates, yield "
+                         f"{rep.get('yield')}, {rep.get('cards_per_min')} cards/min\n")
+
+    rep = bench_synth(out, projects=specs, per_project=per_project, minutes=minutes,
+                      workers=workers, backend=backend, progress=tick)
+    _emit(rep) if as_json else sys.stdout.write(_text(rep, "bench synth"))

@@ -1,0 +1,478 @@
+"""``ceiling synth trajectories``: cards recovered from agent trajectories.
+
+For each trajectory (:mod:`._traj_read`: ceiling's JSONL or the generic JSONL):
+
+1. :func:`~._replay.recover` replays its file operations over a symbolic workspace and
+   recovers the initial workspace (exact where observed, filled only where the operations
+   never depend on the content; anything else is refused with a reason).
+2. The hidden tests (``runner: files``: they read the final files under ``$WORKSPACE``)
+   come from the end state, one test per path it touched: exact content where the
+   trajectory determines it, else what it shows (ends with the appended text, holds the
+   substituted literal and not the replaced one), absence of removed paths, modes set by
+   ``chmod``.
+3. The oracle replays the trajectory's actions (``run`` commands as they were, ``write``
+   and ``edit`` as ``python3`` one-liners).
+4. The same gates as repo synthesis (:func:`ceiling.check.validate`: oracle passes, the
+   untouched workspace fails, exploits earn nothing).
+
+**Depth** (``--depth N``): up to N recovered trajectories with disjoint paths chained into
+one multi-round card (the instructions as numbered rounds, the oracles in order, every
+round's tests). **Breadth** (``--breadth N``): pairs where the second trajectory only
+moves, copies, deletes, appends to or changes the mode of an input file: that input is
+renamed to a file the first trajectory produces, so one's output is the other's input.
+
+:func:`fidelity` measures, where the truth is known (trajectories of ceiling's own
+generated cards, whose card ids name template, seed, difficulty and variant), the share of
+trajectories whose initial workspace was recovered exactly and the share whose card is
+valid and whose tests accept the original oracle's final state. The truth is used for the
+measurement only, never for synthesis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cards import (
+    TASK_TYPES,
+    Acceptance,
+    Budget,
+    FileEntry,
+    TaskCard,
+    horizon_for_steps,
+    save_card,
+)
+from ._manifest import decisions, manifest, report
+from ._replay import Recovery, Unrecoverable, recover
+from ._traj_read import Traj, read_trajs, slug
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class TrajOptions:
+    limit: int | None = None
+    backend: str = "namespace"
+    workers: int = 2
+    exploits: int = 1
+    depth: int = 0  # chain up to this many trajectories into one card (0: off)
+    breadth: int = 0  # combine up to this many pairs (0: off)
+    fidelity: bool = True  # measure against generated cards when the trajectory names one
+    batch: int = 8
+
+
+@dataclass
+class Piece:
+    """One recovered trajectory, ready to become (part of) a card."""
+
+    traj: Traj
+    rec: Recovery
+    files: dict[str, tuple[bytes, int, bool]] = field(default_factory=dict)
+    tests: list[tuple[str, str]] = field(default_factory=list)  # (test name, body)
+    oracle: list[str] = field(default_factory=list)
+
+
+TEST_HEAD = '''"""Hidden tests (synthesized from a trajectory's end state). They read the final files
+under WORKSPACE as data; they import nothing from the workspace."""
+import os
+import stat
+from pathlib import Path
+
+WS = Path(os.environ["WORKSPACE"])
+
+
+def data(rel):
+    p = WS / rel
+    assert p.is_file() and not p.is_symlink(), f"{rel} is missing or not a regular file"
+    return p.read_bytes()
+'''
+
+
+def _test_for(rec: Recovery, p: str, name: str) -> str | None:
+    v = rec.final.get(p, "missing")
+    lines: list[str] = []
+    if v is None:
+        lines.append(f"    assert not os.path.lexists(WS / {p!r}), {p + ' must not exist'!r}")
+    elif v != "missing":
+        exact = rec.final_value(p)
+        if exact is not None:
+            lines.append(f"    assert data({p!r}) == {exact!r}")
+        else:
+            lines.append(f"    got = data({p!r})")
+            trail = b""
+            for op in reversed(v.ops):  # type: ignore[union-attr]
+                if op[0] != "append":
+                    break
+                trail = op[1] + trail  # type: ignore[operator]
+            if trail:
+                lines.append(f"    assert got.endswith({trail!r})")
+            for op in v.ops:  # type: ignore[union-attr]
+                if op[0] == "sub":
+                    lines.append(f"    assert {op[2]!r} in got")
+                    if op[3] and op[1] not in op[2]:  # type: ignore[operator]
+                        lines.append(f"    assert {op[1]!r} not in got")
+                elif op[0] == "edit":
+                    lines.append(f"    assert {op[2]!r} in got")
+    if p in rec.final_mode and rec.final.get(p, "missing") is not None:
+        lines.append(f"    assert stat.S_IMODE(os.lstat(WS / {p!r}).st_mode) == "
+                     f"{rec.final_mode[p]:#o}")
+    if not lines:
+        return None
+    return f"def {name}():\n" + "\n".join(lines) + "\n"
+
+
+def _oracle(rec: Recovery) -> list[str]:
+    out = []
+    for tool, args in rec.actions:
+        if tool == "run":
+            out.append(str(args.get("cmd", "")))
+        elif tool == "write":
+            code = ("import pathlib,sys; p=pathlib.Path(sys.argv[1]); "
+                    "p.parent.mkdir(parents=True, exist_ok=True); p.write_text(sys.argv[2])")
+            out.append(f"python3 -c {shlex.quote(code)} {shlex.quote(str(args['path']))} "
+                       f"{shlex.quote(str(args.get('content', '')))}")
+        elif tool == "edit":
+            code = ("import pathlib,sys; p=pathlib.Path(sys.argv[1]); t=p.read_text(); "
+                    "p.write_text(t.replace(sys.argv[2], sys.argv[3], 1))")
+            out.append(f"python3 -c {shlex.quote(code)} {shlex.quote(str(args['path']))} "
+                       f"{shlex.quote(str(args.get('old', '')))} "
+                       f"{shlex.quote(str(args.get('new', '')))}")
+    return out
+
+
+def piece(traj: Traj) -> Piece:
+    """Recover one trajectory (raises :class:`Unrecoverable`)."""
+    if traj.outcome is not None and traj.outcome not in ("solved",):
+        if traj.outcome in ("abstained_correct", "abstained_wrong"):
+            raise Unrecoverable("gave_up", traj.outcome)
+        raise Unrecoverable("not_solved", traj.outcome)
+    rec = recover(traj)
+    pc = Piece(traj, rec, rec.initial_files(), [], _oracle(rec))
+    for i, p in enumerate(sorted(rec.final)):
+        if p in rec.dirs:
+            continue
+        body = _test_for(rec, p, f"test_path_{i}")
+        if body:
+            pc.tests.append((f"test_path_{i}", body))
+    if not pc.tests:
+        raise Unrecoverable("no_effect", "nothing to test in the end state")
+    return pc
+
+
+def _instruction(pcs: Sequence[Piece]) -> str:
+    def one(pc: Piece) -> str:
+        if pc.traj.instruction.strip():
+            return pc.traj.instruction.strip()
+        parts = []
+        for p, v in sorted(pc.rec.final.items()):
+            if v is None:
+                parts.append(f"{p} must no longer exist")
+            elif pc.rec.final_value(p) is not None:
+                parts.append(f"{p} must contain exactly {pc.rec.final_value(p)!r}")
+            else:
+                if v.base is not None and v.base != p:
+                    parts.append(f"{p} must hold what {v.base} held at the start")
+                for op in v.ops:
+                    if op[0] == "append":
+                        parts.append(f"append {op[1]!r} to {p}")
+                    elif op[0] in ("sub", "edit"):
+                        parts.append(f"in {p}, replace {op[1]!r} with {op[2]!r}"
+                                     + (" everywhere" if op[0] == "sub" and op[3] else ""))
+            if p in pc.rec.final_mode and v is not None:
+                parts.append(f"{p} must have mode {pc.rec.final_mode[p]:o}")
+        return "Bring the workspace to this state: " + "; ".join(parts) + "."
+    if len(pcs) == 1:
+        return one(pcs[0])
+    return "This task has several rounds; do them in order.\n\n" + "\n\n".join(
+        f"Round {i + 1}: {one(pc)}" for i, pc in enumerate(pcs))
+
+
+def build_card(pcs: Sequence[Piece], kind: str) -> TaskCard:
+    key = hashlib.sha256("|".join(pc.traj.id for pc in pcs).encode()).hexdigest()[:10]
+    name = slug(pcs[0].traj.card_id or pcs[0].traj.id)
+    tests_src = TEST_HEAD
+    ids = []
+    for r, pc in enumerate(pcs):
+        for tname, body in pc.tests:
+            t = f"{tname}_r{r}" if len(pcs) > 1 else tname
+            tests_src += "\n\n" + body.replace(f"def {tname}(", f"def {t}(", 1)
+            ids.append(f"test_end_state.py::{t}")
+    ws: dict[str, FileEntry] = {}
+    for pc in pcs:
+        for p, (d, mode, _exact) in pc.files.items():
+            ws[p] = FileEntry(d, mode=mode)
+    for pc in pcs:  # folders the trajectory made are not there at the start
+        for folder in pc.rec.dirs:
+            for p in list(ws):
+                if p == folder:
+                    del ws[p]
+    oracle = [c for pc in pcs for c in pc.oracle]
+    typ = pcs[0].traj.type if pcs[0].traj.type in TASK_TYPES else "terminal_ops"
+    steps = len(oracle) + 1
+    card = TaskCard(
+        id=f"synth_traj/{name}-{key}-v1".replace("@", "-").replace("=", "-"), type=typ,  # type: ignore[arg-type]
+        horizon=horizon_for_steps(steps), instruction=_instruction(pcs),
+        budget=Budget(max_steps=max(30, 3 * steps), command_timeout_s=10.0,
+                      episode_timeout_s=600.0),
+        acceptance=Acceptance(tests=ids, runner="files"),
+        difficulty=min(10, len(pcs)), tags=["synth", "synth_traj", kind],
+        template=f"synth_traj/{kind}")
+    card.workspace = ws
+    card.tests = {"test_end_state.py": FileEntry(tests_src.encode())}
+    card.solution = "set -e\n" + "\n".join(oracle) + "\n"
+    return card
+
+
+def _disjoint(a: Piece, b: Piece) -> bool:
+    pa = set(a.files) | set(a.rec.final) | a.rec.dirs
+    pb = set(b.files) | set(b.rec.final) | b.rec.dirs
+    return not (pa & pb)
+
+
+def chains(pcs: Sequence[Piece], depth: int) -> list[tuple[Piece, ...]]:
+    """Groups of up to ``depth`` pieces with disjoint paths (consecutive, greedy)."""
+    out: list[tuple[Piece, ...]] = []
+    i = 0
+    while i < len(pcs) and depth >= 2:
+        group = [pcs[i]]
+        j = i + 1
+        while j < len(pcs) and len(group) < depth:
+            if all(_disjoint(g, pcs[j]) for g in group):
+                group.append(pcs[j])
+            j += 1
+        if len(group) >= 2:
+            out.append(tuple(group))
+        i = j
+    return out
+
+
+def _agnostic_input(pc: Piece) -> str | None:
+    """An initial file whose content the trajectory never depends on (filled, no literal)."""
+    for p, (_d, _m, exact) in sorted(pc.files.items()):
+        if not exact and p not in pc.rec.needs:
+            return p
+    return None
+
+
+def _produced(pc: Piece) -> str | None:
+    for p, v in sorted(pc.rec.final.items()):
+        if v is not None and not pc.rec.init_exists.get(p, False) and p not in pc.rec.dirs:
+            return p
+    return None
+
+
+def breadth_pairs(pcs: Sequence[Piece], n: int) -> list[tuple[Piece, Piece, str, str]]:
+    """Pairs (first, second, output of first, input of second) to combine."""
+    out = []
+    for a in pcs:
+        x = _produced(a)
+        if x is None:
+            continue
+        for b in pcs:
+            if b is a or not _disjoint(a, b):
+                continue
+            y = _agnostic_input(b)
+            if y is None:
+                continue
+            out.append((a, b, x, y))
+            break
+        if len(out) >= n:
+            break
+    return out
+
+
+def rename_input(pc: Piece, old: str, new: str) -> Piece | None:
+    """``pc`` with input ``old`` renamed to ``new`` everywhere (None if not clean)."""
+    import copy
+
+    from ._traj_read import Step
+
+    def fix(text: str) -> str:
+        return re.sub(rf"(?<![\w./-]){re.escape(old)}(?![\w./-])", new, text)
+
+    steps = []
+    for s in pc.traj.steps:
+        args = {k: (fix(v) if isinstance(v, str) and k in ("cmd", "path") else v)
+                for k, v in s.args.items()}
+        steps.append(Step(s.tool, args, s.output))
+    t = copy.copy(pc.traj)
+    t.steps = steps
+    t.id = f"{pc.traj.id}+in={new}"
+    t.instruction = fix(pc.traj.instruction)
+    try:
+        return piece(t)
+    except Unrecoverable:
+        return None
+
+
+def combine_breadth(a: Piece, b: Piece, x: str, y: str) -> TaskCard | None:
+    b2 = rename_input(b, y, x)
+    if b2 is None:
+        return None
+    b2.files.pop(x, None)  # the second's input is the first's output
+    a2 = Piece(a.traj, a.rec, dict(a.files), [t for t in a.tests], list(a.oracle))
+    # the first's test of x no longer holds once the second consumed it: drop it
+    keep = []
+    for name, body in a2.tests:
+        if repr(x) not in body:
+            keep.append((name, body))
+    a2.tests = keep
+    if not a2.tests and not b2.tests:
+        return None
+    return build_card([a2, b2], "breadth")
+
+
+def synth_trajectories(file: str | os.PathLike[str], out: str | os.PathLike[str],
+                       opts: TrajOptions | None = None, *,
+                       progress: Progress | None = None) -> dict[str, Any]:
+    """Recover, build and validate cards from the trajectories in ``file``."""
+    from ._gates import validate_batch
+
+    opts = opts or TrajOptions()
+    dest = Path(out)
+    dest.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    trajs = read_trajs(Path(file))
+    log, man = decisions(dest), manifest(dest)
+    past = {r["key"]: r for r in log.read() if r.get("kind") == "trajectory"}
+    pieces: list[Piece] = []
+    fresh: list[dict[str, Any]] = []
+    pending: list[tuple[str, list[Piece], TaskCard, str]] = []
+    cards_total = sum(1 for r in past.values() if r.get("result") == "card")
+    recovered: list[tuple[Traj, Piece | None]] = []
+    project = Path(str(file)).name
+
+    def rec_for(key: str, result: str, reason: str | None, kind: str, **kw: Any
+                ) -> dict[str, Any]:
+        return {"key": key, "result": result, "reason": reason, "kind": "trajectory",
+                "project": project, "version": "", "modifiers": [kind], **kw}
+
+    for t in trajs:
+        key = hashlib.sha256(f"single|{t.id}".encode()).hexdigest()[:16]
+        try:
+            pc = piece(t)
+        except Unrecoverable as e:
+            recovered.append((t, None))
+            if key not in past:
+                r = rec_for(key, "refused", e.reason, "single", detail=e.detail[:200],
+                            traj=t.id)
+                log.append(r)
+                fresh.append(r)
+            continue
+        recovered.append((t, pc))
+        pieces.append(pc)
+        if key not in past:
+            pending.append((key, [pc], build_card([pc], "single"), "single"))
+    for group in chains(pieces, opts.depth):
+        key = hashlib.sha256(("depth|" + "|".join(p.traj.id for p in group)).encode()
+                             ).hexdigest()[:16]
+        if key not in past:
+            pending.append((key, list(group), build_card(group, "depth"), "depth"))
+    for a, b, x, y in breadth_pairs(pieces, opts.breadth):
+        key = hashlib.sha256(f"breadth|{a.traj.id}|{b.traj.id}".encode()).hexdigest()[:16]
+        card = combine_breadth(a, b, x, y)
+        if card is not None and key not in past:
+            pending.append((key, [a, b], card, "breadth"))
+    valid_ids: dict[str, TaskCard] = {}
+    for i in range(0, len(pending), opts.batch):
+        if opts.limit is not None and cards_total >= opts.limit:
+            break
+        chunk = pending[i:i + opts.batch]
+        verdicts, _ = validate_batch([c for _k, _p, c, _kind in chunk], backend=opts.backend,
+                                     workers=opts.workers, exploits=opts.exploits)
+        for key, pcs, card, kind in chunk:
+            why = verdicts.get(card.id)
+            if why is None and (opts.limit is None or cards_total < opts.limit):
+                folder = card.id.split("/", 1)[1]
+                save_card(card, dest / folder)
+                man.append({"card": folder, "id": card.id, "kind": "trajectory",
+                            "source": str(file), "project": project, "version": "",
+                            "modifiers": [kind], "trajectories": [p.traj.id for p in pcs],
+                            "filled": sorted(p for pc in pcs for p, v in pc.files.items()
+                                             if not v[2]),
+                            "difficulty": card.difficulty, "split": card.split})
+                cards_total += 1
+                valid_ids[pcs[0].traj.id if kind == "single" else key] = card
+                r = rec_for(key, "card", None, kind, card=folder)
+            else:
+                r = rec_for(key, "refused", why or "limit", kind)
+            log.append(r)
+            fresh.append(r)
+        if progress:
+            progress(report(fresh, seconds=time.perf_counter() - t0))
+    rep = report(fresh, seconds=time.perf_counter() - t0, extra={
+        "trajectories": len(trajs), "recovered": len(pieces), "cards_total": cards_total,
+        "out": str(dest)})
+    if opts.fidelity:
+        fid = fidelity(recovered, valid_ids, backend=opts.backend)
+        if fid is not None:
+            rep["fidelity"] = fid
+    return rep
+
+
+def _truth(card_id: str | None) -> TaskCard | None:
+    m = re.fullmatch(r"(?P<t>[a-z0-9_]+/[a-z0-9_.\-]+-v\d+)@s(?P<s>\d+)-d(?P<d>\d+)-(?P<v>\w+)",
+                     card_id or "")
+    if not m:
+        return None
+    try:
+        from ..envs import make
+
+        return make(m["t"], seed=int(m["s"]), difficulty=int(m["d"]), variant=m["v"])
+    except Exception:  # noqa: BLE001 - not a generated card here
+        return None
+
+
+def _merged(card: TaskCard) -> dict[str, FileEntry]:
+    out: dict[str, FileEntry] = {}
+    for layer in card.layers:
+        out.update(layer)
+    return {p: e for p, e in out.items() if e.kind == "file"}
+
+
+def fidelity(recovered: Sequence[tuple[Traj, Piece | None]], valid: dict[str, TaskCard], *,
+             backend: str) -> dict[str, Any] | None:
+    """Per family: trajectories, exact initial workspaces, valid cards whose tests accept
+    the original oracle's final state. None when no trajectory names a generated card."""
+    from ..check import run_plan
+    from ..verify import oracle_plan
+
+    fam: dict[str, dict[str, Any]] = {}
+    for t, pc in recovered:
+        truth = _truth(t.card_id)
+        if truth is None:
+            continue
+        row = fam.setdefault(truth.type, {"trajectories": 0, "exact_initial": 0,
+                                          "valid_cards": 0, "accepts_original": 0})
+        row["trajectories"] += 1
+        if pc is None:
+            continue
+        want = _merged(truth)
+        got = pc.files
+        if set(want) == set(got) and all(want[p].data == got[p][0] and
+                                         want[p].mode & 0o777 == got[p][1] for p in want):
+            row["exact_initial"] += 1
+        card = valid.get(t.id)
+        if card is None:
+            continue
+        row["valid_cards"] += 1
+        check = card.model_copy(update={"solution": truth.solution, "faults": truth.faults})
+        check.workspace = truth.workspace
+        check.base_layers = list(truth.base_layers)
+        v, _ = run_plan(check, oracle_plan(), backend=backend)
+        row["accepts_original"] += int(v.outcome.passed)
+    if not fam:
+        return None
+    for row in fam.values():
+        n = row["trajectories"] or 1
+        row["exact_share"] = round(row["exact_initial"] / n, 3)
+        row["valid_share"] = round(row["valid_cards"] / n, 3)
+        row["accepts_original_share"] = round(row["accepts_original"] / n, 3)
+    return fam

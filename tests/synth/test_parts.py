@@ -1,0 +1,74 @@
+"""Hidden-test preparation, issue text and the report: pure functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ceiling.synth._hidden import flat_names, strip_tests, with_header
+from ceiling.synth._issue_text import leaks, scrub, template_issue
+from ceiling.synth._manifest import Log, report
+from ceiling.synth._source import load_source
+
+FIXTURE = Path(__file__).parent / "fixtures" / "minicalc"
+
+
+def test_flat_names_are_unique_test_files() -> None:
+    names = flat_names(["a/tests/test_x.py", "b/tests/test_x.py", "tests/test_y.py"])
+    assert len(set(names.values())) == 3
+    assert all(n.startswith("test_") and n.endswith(".py") for n in names.values())
+    assert names["tests/test_y.py"] == "test_y.py"
+
+
+def test_header_goes_after_docstring_and_future_imports() -> None:
+    src = '"""doc"""\nfrom __future__ import annotations\nimport os\n'
+    out = with_header(src, "src")
+    lines = out.splitlines()
+    assert lines[0] == '"""doc"""' and lines[1].startswith("from __future__")
+    assert "sys.path.insert(0" in lines[2] and '"src"' in lines[2]
+    compile(out, "t.py", "exec")
+
+
+def test_strip_tests_removes_only_named_tests() -> None:
+    src = ("def test_a():\n    pass\n\n\n@mark\ndef test_b():\n    assert 1\n\n\n"
+           "class TestC:\n    def test_m(self):\n        pass\n")
+    out = strip_tests(src, {"test_b", "TestC::test_m"})
+    assert out is not None and "test_b" not in out and "test_m" not in out
+    assert "def test_a" in out
+    compile(out, "t.py", "exec")
+    assert strip_tests(src, {"test_missing"}) is None
+
+
+def test_issue_text_names_no_library_file() -> None:
+    msg = ("def test_x():\n>       assert f(1) == 2\nminicalc/core.py:12: in f\n"
+           "E       assert 3 == 2\nE        +  where 3 = <function f at 0x7f00>(1)\n")
+    lines = scrub(msg, ["minicalc/core.py"])
+    assert lines == ["E       assert 3 == 2", "E        +  where 3 = <function f>(1)"]
+    text = template_issue("minicalc", ["test_core.py::test_x"], {"test_core.py::test_x": msg},
+                          ["minicalc/core.py"], seed=1)
+    assert leaks(text, ["minicalc/core.py"]) is None
+    assert "test_x" in text and "assert 3 == 2" in text
+
+
+def test_report_counts_yield_and_refusals(tmp_path: Path) -> None:
+    log = Log(tmp_path / "log.jsonl")
+    log.append({"key": "a", "result": "card", "project": "p", "modifiers": ["m1"]})
+    log.append({"key": "b", "result": "refused", "reason": "no_fail_to_pass",
+                "project": "p", "modifiers": ["m1", "m2"]})
+    with (tmp_path / "log.jsonl").open("ab") as f:
+        f.write(b'{"key": "c", "res')  # a killed writer's partial line is ignored
+    log.append({"key": "d", "result": "card", "project": "q", "modifiers": ["m2"]})
+    recs = log.read()
+    assert [r["key"] for r in recs] == ["a", "b", "d"]
+    rep = report(recs, seconds=120)
+    assert (rep["cards"], rep["candidates"], rep["yield"]) == (2, 3, 0.6667)
+    assert rep["refusals"] == {"no_fail_to_pass": 1}
+    assert rep["cards_per_min"] == 1.0
+    assert rep["per_modifier"]["m2"]["candidates"] == 2
+    assert rep["per_project"]["q"]["cards"] == 1
+
+
+def test_fixture_source_is_read() -> None:
+    p = load_source(str(FIXTURE), cache=Path("/nonexistent"))
+    assert p.name == "minicalc" and p.import_root == ""
+    assert p.test_files == ["tests/test_core.py", "tests/test_text.py"]
+    assert p.module_files() == ["minicalc/__init__.py", "minicalc/core.py", "minicalc/text.py"]
