@@ -120,7 +120,8 @@ def validate_cmd(
 
 @app.command("redteam")
 def redteam_cmd(
-    family: Annotated[str | None, typer.Option("--family", help="one family or template id "
+    family: Annotated[str | None, typer.Option("--family", help="one family, template id, "
+                                               "card folder or folder of card folders "
                                                "(default: all registered families)")] = None,
     n: Annotated[int, typer.Option("--n", min=1, help="cards per template")] = 1,
     exploit: Annotated[list[str] | None, typer.Option("--exploit", help="run only this "
@@ -154,13 +155,19 @@ def redteam_cmd(
     names = list(exploit or EXPLOITS)
     if klass:
         names = [x for x in names if x in EXPLOITS and EXPLOITS[x].exploit_class in klass]
-    tmpls = [get_template(family)] if family and "/" in family else templates(family)
-    cards = [c for t in tmpls for c in cards_for(t.template_id(), n)]
+    from pathlib import Path
+
+    if family and Path(family).is_dir():  # a card folder or a folder of them (e.g. synth)
+        tmpls = []
+        cards = cards_for(family, None)
+    else:
+        tmpls = [get_template(family)] if family and "/" in family else templates(family)
+        cards = [c for t in tmpls for c in cards_for(t.template_id(), n)]
     total = len(redteam_jobs(cards, [x for x in names if x in EXPLOITS]))
     with _progress(total, "redteam") as adv:
         rep = redteam(cards, backend=backend, workers=workers, exploits=names, progress=adv,
                       executor=executor, ray_address=ray_address)
-    rep["families"] = sorted({t.family for t in tmpls})
+    rep["families"] = sorted({t.family for t in tmpls} or {c.type for c in cards})
     if as_json:
         _emit(rep)
     else:
