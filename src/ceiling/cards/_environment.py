@@ -96,8 +96,10 @@ def card_limits(card: TaskCard, base: Limits | None = None) -> Limits:
     if steps:
         from ..sandbox._image import build_image
 
+        # the workspace the steps start from is build/ (empty when absent); the card's own
+        # workspace/ is what they produced, so ids match the import's
         img = build_image(steps, workdir=env.workdir,  # type: ignore[arg-type]
-                          workspace=card.build_workspace or card.workspace)
+                          workspace=card.build_workspace)
         update["rootfs"] = img.layers
     return base.model_copy(update=update)
 

@@ -200,8 +200,8 @@ class TaskCard(_Model):
     base_layers: list[FileTree] = Field(default_factory=list, exclude=True, repr=False)
     environment: Environment = Field(default_factory=Environment)
     # Files at absolute paths outside the workspace (folder root/, paths relative to "/"),
-    # placed by the image step marked ``files: true``; the workspace image steps start from
-    # (folder build/; only when a step has ``workspace: true``).
+    # placed by the image step marked ``files: true``; the workspace the image steps start
+    # from (folder build/, empty when absent; ``workspace/`` is what they produced).
     root_files: FileTree = Field(default_factory=dict, exclude=True, repr=False)
     build_workspace: FileTree = Field(default_factory=dict, exclude=True, repr=False)
 

@@ -237,7 +237,6 @@ def read_dockerfile(text: str, ctx: Path, workdir: str | None) -> _Build:
     if not workdir and not last:
         b.notes.append("no WORKDIR: the workspace is /app")
     cur, froms, build_env = "/", 0, {}
-    ws_seen = False
     for ins in ins_list:
         kw = ins.keyword
         if kw == "FROM":
@@ -255,17 +254,16 @@ def read_dockerfile(text: str, ctx: Path, workdir: str | None) -> _Build:
         elif kw == "WORKDIR":
             cur = _abs(cur, ins.words()[0] if ins.words() else "/")
         elif kw in ("COPY", "ADD"):
-            before = len(b.workspace)
             _copy(b, ins, ctx, cur, {cur, wd, *workdirs})
-            ws_seen |= len(b.workspace) > before
         elif kw == "RUN":
             bad = [f for f in ins.flags if f in ("mount", "network", "security")]
             if bad:
                 raise Refused(f"dockerfile:RUN --{bad[0]}", f"line {ins.line}: RUN --{bad[0]}")
             words = ins.args.strip()
             cmd = " ".join(ins.words()) if words.startswith("[") else words
-            sees = ws_seen or cur == wd or cur.startswith(wd + "/")
-            b.steps.append(ImageStep(run=cmd, cwd=cur, env=dict(build_env), workspace=sees))
+            # every Dockerfile RUN sees the workspace and may write it (a step's id hashes
+            # the workspace it saw: still shared while that is empty, e.g. before any COPY)
+            b.steps.append(ImageStep(run=cmd, cwd=cur, env=dict(build_env), workspace=True))
         elif kw == "USER":
             user = ins.args.strip().split(":")[0]
             if user not in ("root", "0"):
@@ -410,8 +408,9 @@ def build_card(task: Path) -> tuple[TaskCard, list[str]]:
     limits = CardLimits(memory_mb=memory, cpu_s=cpu,
                         disk_mb=max(64, min(storage, memory // 2)),
                         wall_s=agent_s + verify_s)
-    env = {"PATH": SYSTEM_PATH, **b.env, **{k: str(v) for k, v in
-                                             ((conf.get("verifier") or {}).get("env") or {}).items()}}
+    env = {"PATH": SYSTEM_PATH, **b.env,
+           **{k: str(v) for k, v in (env_conf.get("env") or {}).items()},
+           **{k: str(v) for k, v in ((conf.get("verifier") or {}).get("env") or {}).items()}}
     meta = conf.get("metadata") or {}
     tags = ["harbor", *(str(t) for t in ([meta.get("category")] if meta.get("category") else [])),
             *(str(t) for t in meta.get("tags", []) or [])]
@@ -439,8 +438,7 @@ def build_card(task: Path) -> tuple[TaskCard, list[str]]:
     from ..verify._oracle import oracle_call_count
 
     card.horizon = horizon_for_steps(oracle_call_count(card))
-    if any(s.workspace for s in steps):
-        card.build_workspace = dict(b.workspace)
+    card.build_workspace = dict(b.workspace)  # what the image steps start from
     if backgrounds:
         notes.append("solve.sh leaves a process running: graded with its processes kept")
     if service:
@@ -479,7 +477,7 @@ def import_task(task: Path, out: Path, *, build: bool = True,
 
             try:
                 img = build_image(image_steps(card), workdir=card.environment.workdir,  # type: ignore[arg-type]
-                                  workspace=card.workspace, progress=progress)
+                                  workspace=card.build_workspace, progress=progress)
             except ImageBuildError as e:
                 raise Refused("build:failed", str(e)) from None
             res.layers_built = img.built

@@ -255,6 +255,28 @@ def _build_etc(dst: Path) -> None:
             pass
 
 
+def _shared_etc(store: ImageStore) -> Path:
+    """The build's /etc (:func:`_build_etc`), made once per host state and store and shared
+    by every build (it is only ever a read-only lower: builds write their uppers)."""
+    h = hashlib.sha256(host_base_id().encode())
+    h.update(str(os.stat("/etc").st_mtime_ns).encode())
+    for p in ("/etc/resolv.conf", "/etc/hosts"):
+        try:
+            h.update(Path(p).read_bytes())
+        except OSError:
+            pass
+    dest = store.root / f".etc-{h.hexdigest()[:16]}"
+    if not dest.is_dir():
+        tmp = store.root / f".etc-tmp-{secrets.token_hex(4)}"
+        try:
+            _build_etc(tmp)
+            os.chmod(tmp, 0o755)
+            tmp.rename(dest)
+        except OSError:  # another build made it first
+            _rmtree(tmp)
+    return dest
+
+
 def _apply_diff(ws: FileTree, upper: Path) -> FileTree:
     """The workspace after a step: ``upper`` (the step's changes under the workdir, an
     overlayfs upper folder: whiteouts delete, opaque folders replace) applied to ``ws``.
@@ -353,9 +375,9 @@ def _merge_into(src: Path, dst: Path) -> None:
 def _run_build(store: ImageStore, lowers: list[str], step: RunStep, ws: FileTree,
                workdir: str, tmp: Path) -> tuple[Path, FileTree]:
     """Run one step in the build sandbox; return its layer folder and the new workspace."""
-    for d in ("mnt", "upper", "work", "skel", "etc", "ws"):
+    for d in ("mnt", "upper", "work", "skel", "ws"):
         (tmp / d).mkdir(mode=0o755)
-    _build_etc(tmp / "etc")
+    etc = _shared_etc(store)
     lows = list(lowers)
     if step.workspace:
         write_tree(ws, tmp / "ws" / workdir.strip("/"))
@@ -367,7 +389,7 @@ def _run_build(store: ImageStore, lowers: list[str], step: RunStep, ws: FileTree
     log = os.memfd_create("ceiling-build-log", os.MFD_CLOEXEC)
     res_r, res_w = os.pipe()
     cfg = {"mnt": str(tmp / "mnt"), "upper": str(tmp / "upper"), "work": str(tmp / "work"),
-           "skel": str(tmp / "skel"), "etc": str(tmp / "etc"), "lowers": lows,
+           "skel": str(tmp / "skel"), "etc": str(etc), "lowers": lows,
            "run": step.run, "cwd": step.cwd, "env": env, "timeout": step.timeout_s,
            "seccomp": _seccomp.program().hex(), "log": log, "result": res_w}
     cfg_fd = os.memfd_create("ceiling-build-cfg", os.MFD_CLOEXEC)
