@@ -59,6 +59,12 @@ def train_cmd(
         "--top-p", help="override sampling.top_p (< 1 for ES only)")] = None,
     max_new_tokens: Annotated[int | None, typer.Option(
         "--max-new-tokens", help="override sampling.max_new_tokens")] = None,
+    executor: Annotated[str | None, typer.Option(
+        "--executor", help="override executor: local | ray (where environment steps "
+                           "run; docs/scale-out.md)")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", envvar="CEILING_RAY_ADDRESS",
+        help="override ray_address: auto | HOST:PORT")] = None,
 ) -> None:
     """Post-train a LoRA adapter on a frozen base (GRPO or ES), stage by stage.
 
@@ -73,14 +79,22 @@ def train_cmd(
     cfg = load_config(config)
     over = {k: v for k, v in (("temperature", temperature), ("top_p", top_p),
                               ("max_new_tokens", max_new_tokens)) if v is not None}
-    if over or harness is not None:
+    if over or harness is not None or executor is not None or ray_address is not None:
         from ..train._config import config_from_dict
 
         data = cfg.model_dump(mode="json")
         data["sampling"] = {**data["sampling"], **over}
         if harness is not None:
             data["harness_format"] = harness
+        if executor is not None:
+            data["executor"] = executor
+        if ray_address is not None:
+            data["ray_address"] = ray_address
         cfg = config_from_dict(data, where=f"{config} (with command-line overrides)")
+    if cfg.executor == "ray":
+        from ._executor_opts import check_executor
+
+        check_executor(cfg.executor, cfg.ray_address)
     run_dir = out or Path("runs") / config.stem
     if check_order and len(cfg.stages) > 1 and not resume:
         from ..train._stages import check_stage_order

@@ -109,6 +109,8 @@ class TrainConfig(_M):
     history_turns: int | None = Field(6, ge=1)  # turns shown to the policy (None: all)
     backend: Literal["namespace", "local"] = "namespace"
     workers: int = Field(4, ge=1)
+    executor: Literal["local", "ray"] = "local"  # where env steps run (docs/scale-out.md)
+    ray_address: str | None = None  # auto | HOST:PORT (default: $CEILING_RAY_ADDRESS)
     verdict_cache: bool = True  # identical episodes reuse one verdict (files-graded cards)
     checkpoint_every: int = Field(10, ge=1)
     keep_checkpoints: int = Field(3, ge=1)

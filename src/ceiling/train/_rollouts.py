@@ -59,9 +59,14 @@ def group_by_card(cards: Sequence[TaskCard], trajs: Sequence[Trajectory],
 def make_rollout(policy: Any, *, harness_format: str, temperature: float, max_new_tokens: int,
                  backend: str, workers: int, reward: RewardSpec,
                  cache: VerdictCache | None = None,
-                 history_turns: int | None = None, top_p: float = 1.0) -> RolloutFn:
+                 history_turns: int | None = None, top_p: float = 1.0,
+                 executor: str = "local", ray_address: str | None = None) -> RolloutFn:
     """A :data:`RolloutFn` over ``policy`` with these settings. With ``cache``, identical
-    episodes reuse one verdict (see :mod:`._verdict_cache`)."""
+    episodes reuse one verdict (see :mod:`._verdict_cache`; local executor only: Ray
+    workers are other processes). ``executor``: ``local`` or ``ray`` (generation stays
+    here, environment steps go to the cluster's workers)."""
+    if executor != "local":
+        cache = None
     from ..harness import HarnessConfig
     from ..policies import SamplingParams
     from ..rollout import run_episodes
@@ -81,7 +86,8 @@ def make_rollout(policy: Any, *, harness_format: str, temperature: float, max_ne
         trajs = run_episodes(list(uniq.values()), policy, harness, k=k, sampling=sampling,
                              backend=backend, workers=workers, seed=seed, reward_spec=reward,
                              progress=False,
-                             env_factory=cached_env_factory(cache) if cache else None)
+                             env_factory=cached_env_factory(cache) if cache else None,
+                             executor=executor, ray_address=ray_address)
         return group_by_card(list(uniq.values()), trajs, k)
 
     return rollout

@@ -78,7 +78,8 @@ def default_rollout(model: Any, tok: Any, cfg: TrainConfig, stage: StageConfig,
                         max_new_tokens=cfg.sampling.max_new_tokens, backend=backend,
                         workers=cfg.workers, reward=stage.reward,
                         cache=VerdictCache() if cfg.verdict_cache else None,
-                        history_turns=cfg.history_turns)
+                        history_turns=cfg.history_turns, executor=cfg.executor,
+                        ray_address=cfg.ray_address)
 
 
 class Trainer:
