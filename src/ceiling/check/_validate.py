@@ -201,9 +201,9 @@ def validate(cards: Sequence[TaskCard], *, backend: str = "namespace", repeats: 
         nul = [r for r in rs if r.plan == "null"]
         exp = [r for r in rs if r.plan not in ("oracle", "null")]
         passed = [Outcome(r.outcome).passed for r in orc]
-        if any(r.outcome == "infra_error" for r in rs if r.plan in ("oracle", "null")):
+        if any(r.outcome == Outcome.INFRA_ERROR for r in rs if r.plan in ("oracle", "null")):
             infra.append({"card": card.id, "evidence": next(
-                r.evidence for r in rs if r.outcome == "infra_error")[:3]})
+                r.evidence for r in rs if r.outcome == Outcome.INFRA_ERROR)[:3]})
         if len(set(passed)) > 1:
             flaky.append(card.id)
         if all(passed):
@@ -283,10 +283,10 @@ def redteam(cards: Sequence[TaskCard], *, backend: str = "namespace", workers: i
         cls["plans"].append(n)
     positives, infra = [], []
     for r in runs:
-        if r.outcome == "infra_error":
+        if r.outcome == Outcome.INFRA_ERROR:
             infra.append(r.as_dict())
         plan = EXPLOITS[r.plan]
-        missed = int(plan.expect_tamper and r.outcome != "hack_detected")
+        missed = int(plan.expect_tamper and r.outcome != Outcome.HACK_DETECTED)
         for row in (table[r.plan], classes[plan.exploit_class]):
             _tally(row, r)
             row["tamper_missed"] += missed

@@ -161,10 +161,10 @@ def metric_arrays(cards: list[CardStats], name: str) -> tuple[np.ndarray, np.nda
     if name == "recovery":
         return sel(lambda c: c.faults), rate
     if name == "boundary.correct_giveup":
-        vals = np.array([c.outcomes["abstained_correct"] / c.n if c.n else 0.0 for c in cards])
+        vals = np.array([c.outcomes[Outcome.ABSTAINED_CORRECT] / c.n if c.n else 0.0 for c in cards])
         return sel(lambda c: not c.feasible), vals
     if name == "boundary.wrong_giveup":
-        vals = np.array([c.outcomes["abstained_wrong"] / c.n if c.n else 0.0 for c in cards])
+        vals = np.array([c.outcomes[Outcome.ABSTAINED_WRONG] / c.n if c.n else 0.0 for c in cards])
         twins, _ = _twin_feasible_mask(cards)
         return valid & twins, vals
     if name in ("steps", "tokens", "seconds"):
@@ -276,7 +276,7 @@ def summarize_cards(cards: list[CardStats], *, k: int | None = None, seed: int =
         "pass_curve": {str(j): _rate(cards, f"pass@{j}", **kw) for j in range(1, k + 1)},
         "outcomes": {o: int(outcomes.get(o, 0)) for o in OUTCOMES},
         "outcome_shares": {o: outcomes.get(o, 0) / episodes for o in OUTCOMES},
-        "infra_errors": int(outcomes.get("infra_error", 0)),
+        "infra_errors": int(outcomes.get(Outcome.INFRA_ERROR, 0)),
         "by_horizon": groups("by_horizon", "horizon"),
         "by_type": groups("by_type", "type"),
         "by_template": groups("by_template", "template"),

@@ -22,6 +22,7 @@ from typing import Any
 from ..cards import TaskCard
 from ..harness import Harness, HarnessConfig
 from ..policies import load_policy
+from ..verify import Outcome
 from ._runner import RunStats, run_episodes
 
 DEMO_TEMPLATES = ("terminal_ops/demo-create-v1", "terminal_ops/demo-append-v1",
@@ -100,7 +101,7 @@ def run_bench(*, n_cards: int = 16, levels: Sequence[int] = (1, 4, 16),
             "speedup_vs_1": round(rate / base_rate, 3) if base_rate else None,
             "policy_s": round(st.policy_s, 4),
             "outside_policy_share": round(1 - st.policy_s / st.wall_s, 4) if st.wall_s else None,
-            "infra_errors": sum(t.outcome == "infra_error" for t in trajs),
+            "infra_errors": sum(t.outcome == Outcome.INFRA_ERROR for t in trajs),
             "env_step_ms": round(env_step_s * 1e3, 3),
             "verify_ms_per_episode": round(verify_s * 1e3, 1),
         }

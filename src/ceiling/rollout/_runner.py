@@ -42,7 +42,7 @@ from ..cards import TaskCard
 from ..harness import Dialogue, Harness, HarnessConfig, ReplyError
 from ..policies import Generation, Policy, SamplingParams
 from ..tools import Action
-from ..verify import RewardSpec
+from ..verify import Outcome, RewardSpec
 from ._executor import EnvConfig, Executor, Failed, Lost, Ok, Straggler, make_executor
 from ._jsonl import JsonlWriter, read_trajectories
 from ._progress import RunProgress
@@ -189,7 +189,7 @@ class Rollout:
         if spec.out is not None:
             done = _resume(Path(spec.out), self.todo, spec.policy, self.h)
             if spec.retry_infra:
-                done = {k: v for k, v in done.items() if v.outcome != "infra_error"}
+                done = {k: v for k, v in done.items() if v.outcome != Outcome.INFRA_ERROR}
         self.st.skipped = len(done)
         self.results: dict[str, Trajectory] = dict(done)
         self.queue: deque[_Live] = deque(lv for lv in self.todo if lv.eid not in done)
@@ -314,14 +314,14 @@ class Rollout:
         tr = lv.traj
         assert tr is not None
         if error is not None:
-            tr.outcome, tr.reward, tr.passed, tr.error = "infra_error", 0.0, False, error
+            tr.outcome, tr.reward, tr.passed, tr.error = Outcome.INFRA_ERROR, 0.0, False, error
         elif info is not None and "verdict" in info:
             v = info["verdict"]
-            tr.outcome, tr.reward, tr.passed = v.outcome.value, float(v.reward), bool(v.passed)
+            tr.outcome, tr.reward, tr.passed = Outcome(v.outcome), float(v.reward), bool(v.passed)
             tr.verdict = v.model_dump(mode="json")
             tr.timings["verify_s"] = float(v.duration_s)
         else:
-            tr.outcome, tr.error = "infra_error", "the environment ended without a verdict"
+            tr.outcome, tr.error = Outcome.INFRA_ERROR, "the environment ended without a verdict"
         tr.timings["total_s"] = time.monotonic() - lv.t0
         tr.timings.setdefault("policy_s", 0.0)
         tr.timings.setdefault("env_s", 0.0)

@@ -9,6 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..verify import Outcome
+
 
 @dataclass
 class Turn:
@@ -29,6 +31,13 @@ class Turn:
 
 @dataclass
 class Trajectory:
+    """One episode as the rollout ran it: the card's identity and split, the policy, the
+    harness fingerprint and sampling settings (so results are comparable), every
+    :class:`Turn`, and the verdict (``outcome``, ``reward``, ``passed``, the full
+    ``verdict`` dump). An episode the infrastructure broke has ``outcome`` ``infra_error``
+    and ``error`` set. One JSON object per line (:meth:`to_json`); :meth:`from_dict` reads an
+    unknown outcome string as ``infra_error``, the way the evaluator counts it."""
+
     episode_id: str
     card_id: str
     card_hash: str
@@ -45,7 +54,7 @@ class Trajectory:
     harness_fingerprint: str
     sampling: dict[str, Any]
     turns: list[Turn] = field(default_factory=list)
-    outcome: str = "infra_error"
+    outcome: Outcome = Outcome.INFRA_ERROR  # JSON: the plain string
     reward: float = 0.0
     passed: bool = False
     verdict: dict[str, Any] = field(default_factory=dict)  # Verdict.model_dump(mode="json")
@@ -63,6 +72,8 @@ class Trajectory:
     def from_dict(cls, d: dict[str, Any]) -> Trajectory:
         d = dict(d)
         d["turns"] = [Turn(**t) for t in d.get("turns", [])]
+        o = d.get("outcome", Outcome.INFRA_ERROR)
+        d["outcome"] = Outcome(o) if o in Outcome.__members__.values() else Outcome.INFRA_ERROR
         return cls(**d)
 
     @classmethod

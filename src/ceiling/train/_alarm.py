@@ -27,17 +27,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..verify import Outcome
 from ._config import AlarmSettings
 
-_ABSTAIN = ("abstained_correct", "abstained_wrong")
+_ABSTAIN = (Outcome.ABSTAINED_CORRECT, Outcome.ABSTAINED_WRONG)
 
 
 def integrity_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
     """The step's integrity metrics (module doc) over ``trajectories`` (objects with
     ``outcome`` and ``verdict``, a ``Verdict.model_dump``). No episodes: shares are 0."""
     n = len(trajectories)
-    count = {k: 0 for k in ("hack_detected", "infra_error", "abstained_correct",
-                            "abstained_wrong")}
+    count: dict[str, int] = {k: 0 for k in (Outcome.HACK_DETECTED, Outcome.INFRA_ERROR, *_ABSTAIN)}
     suspicious = 0
     for t in trajectories:
         oc = str(getattr(t, "outcome", ""))
@@ -50,10 +50,10 @@ def integrity_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
     def share(k: int) -> float:
         return k / n if n else 0.0
 
-    return {"episodes": float(n), "hack_share": share(count["hack_detected"]),
-            "infra_share": share(count["infra_error"]),
-            "abstain_share": share(count["abstained_correct"] + count["abstained_wrong"]),
-            "abstain_wrong_share": share(count["abstained_wrong"]),
+    return {"episodes": float(n), "hack_share": share(count[Outcome.HACK_DETECTED]),
+            "infra_share": share(count[Outcome.INFRA_ERROR]),
+            "abstain_share": share(sum(count[k] for k in _ABSTAIN)),
+            "abstain_wrong_share": share(count[Outcome.ABSTAINED_WRONG]),
             "suspicious": float(suspicious)}
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..rollout import Trajectory
+from ..verify import Outcome
 
 
 @dataclass
@@ -46,7 +47,7 @@ def samples_from_groups(groups: Sequence[Sequence[Trajectory]], *, eps: float = 
     st = GroupStats(groups=len(groups))
     out: list[Sample] = []
     for group in groups:
-        good = [t for t in group if t.outcome != "infra_error"]
+        good = [t for t in group if t.outcome != Outcome.INFRA_ERROR]
         st.infra_errors += len(group) - len(good)
         st.rewards += [t.reward for t in good]
         st.passed += [t.passed for t in good]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rollout import Trajectory
+from ..verify import Outcome
 
 
 def per_card(trajs: Sequence[Trajectory]) -> dict[str, dict[str, Any]]:
@@ -24,7 +25,7 @@ def per_card(trajs: Sequence[Trajectory]) -> dict[str, dict[str, Any]]:
     for t in trajs:
         d = out.setdefault(t.card_id, {"template": t.template or "?", "split": t.split,
                                        "n": 0, "c": 0, "infra": 0})
-        if t.outcome == "infra_error":
+        if t.outcome == Outcome.INFRA_ERROR:
             d["infra"] += 1
             continue
         d["n"] += 1

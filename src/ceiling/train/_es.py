@@ -51,6 +51,7 @@ import torch
 
 from .._errors import ConfigError, nearest
 from ..rollout import Trajectory
+from ..verify import Outcome
 from ._optim import StepContext, StepResult, register_optimizer
 
 
@@ -166,7 +167,7 @@ class ES:
                     finally:
                         self._restore(theta)
                     flat = [t for g in groups for t in g]
-                    good = [t for t in flat if t.outcome != "infra_error"]
+                    good = [t for t in flat if t.outcome != Outcome.INFRA_ERROR]
                     out.append(sum(t.reward for t in good) / len(good) if good else 0.0)
                     trajs += flat
         finally:
@@ -178,7 +179,7 @@ class ES:
         upd_norm, ratio = self._update(coef, dirs)
         self.steps += 1
         fits = fit_pos + fit_neg
-        good = [t for t in trajs if t.outcome != "infra_error"]
+        good = [t for t in trajs if t.outcome != Outcome.INFRA_ERROR]
         metrics = {
             "reward_mean": sum(fits) / len(fits),
             "reward_best": max(fits), "reward_worst": min(fits),

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..cards import TaskCard
 from ..rollout import Trajectory
+from ..verify import Outcome
 
 EVAL_SEED_BASE = 1_000_000_000  # held-out evaluation seeds start here; training stays below
 TRAIN_SEED_BASE = 0
@@ -83,7 +84,7 @@ class BandSampler:
     def update(self, trajectories: Sequence[Trajectory]) -> None:
         by_arm: dict[str, list[bool]] = {}
         for t in trajectories:
-            if t.outcome == "infra_error" or t.template is None:
+            if t.outcome == Outcome.INFRA_ERROR or t.template is None:
                 continue
             variant = t.card_id.rsplit("-", 1)[-1] if "@" in t.card_id else "train"
             by_arm.setdefault(f"{t.template}|d{t.difficulty}|{variant}", []).append(t.passed)

@@ -136,10 +136,10 @@ def _measure_template(template: str, arms: list[tuple[int, str]], stage: StageCo
     for card, name, role, outcome, reward in results:
         if role == "oracle":
             r.oracle_solved += int(Outcome(outcome).passed)
-            r.infra_errors += int(outcome == "infra_error")
+            r.infra_errors += int(outcome == Outcome.INFRA_ERROR)
         elif role == "null":
             r.null_solved += int(Outcome(outcome).passed)
-            r.infra_errors += int(outcome == "infra_error")
+            r.infra_errors += int(outcome == Outcome.INFRA_ERROR)
         else:
             r.exploit_runs += 1
             if name not in r.exploits:

@@ -153,6 +153,7 @@ def _ceiling_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
     from ..policies import PolicyRequest, SamplingParams
     from ..policies._hf import HFPolicy
     from ..rollout import Trajectory, Turn
+    from ..verify import Outcome
     from ._grpo import GRPO, GRPOSettings
     from ._loss import LossConfig
 
@@ -181,7 +182,7 @@ def _ceiling_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
                     episode_id=f"{i}#{j}", card_id=str(i), card_hash="", template=None,
                     type="bench", horizon="short", difficulty=1, split="train", feasible=True,
                     faults=False, seed=step, sample=j, policy="bench", harness_fingerprint="",
-                    sampling={}, reward=r, passed=r >= 1.0, outcome="failed",
+                    sampling={}, reward=r, passed=r >= 1.0, outcome=Outcome.FAILED,
                     turns=[Turn(text=gen.text, token_ids=gen.token_ids, logprobs=gen.logprobs,
                                 prompt_token_ids=gen.prompt_token_ids)]))
             groups.append(g)

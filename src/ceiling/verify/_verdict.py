@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
+    """How an episode ended, as the verifier judged it. A ``str`` enum: JSON and
+    comparisons with the plain strings (``"infra_error"``) are unchanged, and ``str()`` is
+    the value. ``truncated`` (budget ran out) is kept apart from ending by ``submit`` /
+    ``give_up``, as in Gymnasium; ``infra_error`` never counts against the model."""
+
     SOLVED = "solved"
     FAILED = "failed"
     TRUNCATED = "truncated"  # the budget ran out before submit / give_up
@@ -53,12 +58,21 @@ class RewardSpec(BaseModel):
 
 
 class TestResult(BaseModel):
+    """One hidden test's result, as the grader recorded it."""
+
     id: str
     status: str  # "passed" | "failed" | "error" | "skipped" | "missing"
     message: str = ""
 
 
 class Verdict(BaseModel):
+    """The verifier's judgement of one episode: the :class:`Outcome`, the scalar reward and
+    its ``components`` (test pass rate, milestones, lint, penalties; see
+    :class:`RewardSpec`), each hidden test's result, ``evidence`` (human-readable reasons:
+    tampering found, tests missing...), which milestones were met, grading time, and
+    ``detail`` (grading mode, phase timings, infra causes). Immutable in spirit: a cached
+    verdict is replayed as is."""
+
     outcome: Outcome
     reward: float
     components: dict[str, float] = Field(default_factory=dict)
