@@ -102,7 +102,9 @@ def _test_for(rec: Recovery, p: str, name: str) -> str | None:
         lines.append(f"    assert not os.path.lexists(WS / {p!r}), {p + ' must not exist'!r}")
     elif v != "missing":
         exact = rec.final_value(p)
-        if exact is not None:
+        if rec.is_count(p):
+            lines.append(f"    assert data({p!r}).strip().isdigit(), 'a line count'")
+        elif exact is not None:
             lines.append(f"    assert data({p!r}) == {exact!r}")
         else:
             lines.append(f"    got = data({p!r})")
@@ -180,7 +182,9 @@ def _instruction(pcs: Sequence[Piece]) -> str:
                 if v.base is not None and v.base != p:
                     parts.append(f"{p} must hold what {v.base} held at the start")
                 for op in v.ops:
-                    if op[0] == "append":
+                    if op[0] == "count":
+                        parts.append(f"write the number of lines of {op[1]} to {p}")
+                    elif op[0] == "append":
                         parts.append(f"append {op[1]!r} to {p}")
                     elif op[0] in ("sub", "edit"):
                         parts.append(f"in {p}, replace {op[1]!r} with {op[2]!r}"
