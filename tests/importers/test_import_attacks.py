@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,12 @@ def test_hostile_task_folders_are_refused_by_reason(tmp_path: Path) -> None:
     _task(ds, "tests-read", w, test_py="def test_x():\n    open('/tests/expected.json')\n")
     _task(ds, "test-sh-extra", w, test_sh="#!/bin/bash\npython3 /tests/prep.py\npytest /tests\n")
     _task(ds, "fine", w + "COPY a /app/a\nCOPY conf /etc/app.conf\n", files={"a": "1", "conf": "k"})
+    _task(ds, "instruction-link", w)
+    (ds / "instruction-link" / "instruction.md").unlink()
+    (ds / "instruction-link" / "instruction.md").symlink_to("/etc/hostname")
+    _task(ds, "context-link", w + "COPY . /app/\n")
+    shutil.rmtree(ds / "context-link" / "environment")
+    (ds / "context-link" / "environment").symlink_to("/etc")
     rep = import_harbor(ds, out, build=False).as_dict()
     assert rep["refusals_by_reason"] == {
         "path:symlink outside the build context": 3, "path:reserved destination": 4,
@@ -80,8 +87,9 @@ def test_hostile_task_folders_are_refused_by_reason(tmp_path: Path) -> None:
         "dockerfile:SHELL": 1, "dockerfile:VOLUME": 1, "dockerfile:ADD url": 1,
         "dockerfile:COPY --from": 1, "dockerfile:multi-stage FROM": 1,
         "dockerfile:RUN --mount": 1, "tests:reads /tests": 1, "tests:test.sh command": 1,
+        "path:symlink in the task folder": 2,
     }, rep
-    assert (rep["imported"], rep["refused"]) == (1, 18)
+    assert (rep["imported"], rep["refused"]) == (1, 20)
     assert sorted(p.name for p in out.iterdir()) == ["fine"]  # nothing half-written
     fine = (out / "fine")
     assert (fine / "root" / "etc" / "app.conf").read_text() == "k"

@@ -339,8 +339,28 @@ def _tests(task: Path, targets: list[str]) -> FileTree:
     return tree
 
 
+def _check_links(task: Path) -> None:
+    """Refuse a task whose own files or folders are symlinks (the importer reads them on the
+    host: ``instruction.md -> /etc/shadow`` or ``environment -> /`` would leak host files
+    into a card). Links *inside* the copied folders are checked where they are read."""
+    for rel in ("task.toml", "instruction.md", "environment", "environment/Dockerfile",
+                "tests", "tests/test.sh", "solution", "solution/solve.sh"):
+        p = task / rel
+        if p.is_symlink():
+            raise Refused("path:symlink in the task folder",
+                          f"{rel} is a symlink ({os.readlink(p)!r}); the importer reads no "
+                          "link of a task's own files")
+    for p in (task / "solution").rglob("*") if (task / "solution").is_dir() else []:
+        if p.is_symlink():
+            raise Refused("path:symlink in the task folder",
+                          f"solution/{p.relative_to(task / 'solution')} is a symlink")
+
+
 def build_card(task: Path) -> tuple[TaskCard, list[str]]:
     """The card for a Harbor task folder (not built, not saved) and notes. Raises Refused."""
+    if task.is_symlink():
+        raise Refused("path:symlink in the task folder", f"{task} is a symlink")
+    _check_links(task)
     try:
         conf = tomllib.loads((task / "task.toml").read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
