@@ -261,3 +261,42 @@ def test_a_child_process_cannot_open_the_runner_memory(backend: str) -> None:
     plan = ScriptPlan("mem", [Action("write", {"path": "app.py", "content": MEM_CHILD})])
     v, _ = run_plan(card(), plan, backend=backend)
     assert v.reward <= 0 and v.outcome is not Outcome.SOLVED, (v.outcome, v.evidence)
+
+
+REWRITE_NEXT = '''
+import os
+import sys
+
+# imported while test_a.py is collected: rewrite test_b.py before pytest reaches it
+try:
+    with open(os.path.join(sys.argv[1], "tests", "test_b.py"), "w") as fh:
+        fh.write("def test_b():\\n    assert True\\n")
+except OSError:
+    pass
+
+
+def add(a, b):
+    return 0
+'''
+
+
+def test_workspace_code_cannot_rewrite_a_hidden_test_not_yet_collected(backend: str) -> None:
+    """The hidden tests in the grading sandbox belong to root: workspace code imported by
+    one test module cannot rewrite the next one before pytest collects it."""
+    if backend != "namespace":
+        pytest.skip("needs the namespace sandbox (pool uid)")
+    two = {"test_a.py": TESTS.replace("def test_add():", "def test_a():").split(
+        "def test_add_neg")[0],
+        "test_b.py": "import os, sys\nsys.path.insert(0, os.environ['WORKSPACE'])\n"
+                     "import app\n\n\ndef test_b():\n    assert app.add(2, 3) == 5\n"}
+    acc = Acceptance(tests=["test_a.py::test_a", "test_b.py::test_b"], runner="inprocess",
+                     test_timeout_s=60)
+    c = TaskCard(id="demo/inproc-two-v1", type="repo_refactor", horizon="short",
+                 instruction="Fix add() in app.py.", acceptance=acc).with_files(
+        workspace={"app.py": "def add(a, b):\n    return a - b\n"}, tests=two)
+    c.solution = "sed -i 's/a - b/a + b/' app.py\n"
+    v, _ = run_plan(c, oracle_plan(), backend=backend)
+    assert v.outcome is Outcome.SOLVED, v.evidence
+    plan = ScriptPlan("rewrite", [Action("write", {"path": "app.py", "content": REWRITE_NEXT})])
+    v, _ = run_plan(c, plan, backend=backend)
+    assert v.reward <= 0 and all(t.status != "passed" for t in v.tests), (v.tests, v.evidence)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import shutil
 import tempfile
@@ -168,6 +169,15 @@ def _args(root: str) -> list[str]:
             "-c", f"{root}/grader.ini", "--rootdir", f"{root}/tests", f"{root}/tests"]
 
 
+def sandbox_dirs(sb: Any) -> tuple[str, Path, str]:
+    """(``/tmp`` as commands see it, the same folder on the host, the workspace as commands
+    see it) for a grading sandbox."""
+    if getattr(sb, "backend", "") == "local":
+        tmp = Path(sb._tmp)
+        return str(tmp), tmp, str(sb.host_path())
+    return "/tmp", Path(f"/proc/{sb._holder().host_pid}/root/tmp"), "/workspace"
+
+
 def grade_in_sandbox(tests: Mapping[str, FileEntry], sandbox: Any, timeout: float) -> GradeResult:
     """Run the tests inside ``sandbox`` (a fresh sandbox over the final state) with the
     hardened in-process runner (:mod:`._inproc_runner`); results arrive on its stdout."""
@@ -184,9 +194,20 @@ def grade_in_sandbox(tests: Mapping[str, FileEntry], sandbox: Any, timeout: floa
         write_tree(files, host_root)
         root = str(host_root)
     else:
-        root = f"/tmp/.ceiling-grader-{nonce}"
-        for rel, e in sorted(files.items()):
-            sandbox.write(f"{root}/{rel}", e.data)
+        # written from the host, so the grader's folder and files belong to root, not to the
+        # agent's uid: workspace code imported by one test module cannot rewrite another
+        # before pytest collects it (nor the runner, its ini or the canaries)
+        inner_tmp, host_tmp, _ = sandbox_dirs(sandbox)
+        root = f"{inner_tmp}/.ceiling-grader-{nonce}"
+        top = host_tmp / f".ceiling-grader-{nonce}"
+        os.mkdir(top, 0o755)
+        write_tree(files, top)
+        for d, _subdirs, names in os.walk(top):  # never follows a symlink
+            os.chmod(d, 0o755)
+            for n in names:
+                st = os.lstat(os.path.join(d, n))
+                if not os.path.islink(os.path.join(d, n)):  # readable, writable by root only
+                    os.chmod(os.path.join(d, n), (st.st_mode & 0o755) | 0o444)
     # the results travel on stdout: lift the output cap of this (private) grading sandbox
     sandbox.limits = sandbox.limits.model_copy(update={"max_output_bytes": 64 << 20})
     try:

@@ -43,7 +43,7 @@ from typing import Any
 
 from ..cards import FileEntry, write_tree
 from . import _subject_server as wire
-from ._grader import INI, GradeResult, _canary_file, _combine, _parse
+from ._grader import INI, GradeResult, _canary_file, _combine, _parse, sandbox_dirs
 
 HERE = Path(__file__).resolve().parent
 SERVER_SOURCE = (HERE / "_subject_server.py").read_text()
@@ -193,16 +193,6 @@ class ForkServer:
 
 FORK_SERVER = ForkServer()
 atexit.register(FORK_SERVER.stop)
-
-
-# ---------------------------------------------------------------------------- sandbox paths
-def sandbox_dirs(sb: Any) -> tuple[str, Path, str]:
-    """(``/tmp`` as commands see it, the same folder on the host, the workspace as commands
-    see it) for a grading sandbox."""
-    if getattr(sb, "backend", "") == "local":
-        tmp = Path(sb._tmp)
-        return str(tmp), tmp, str(sb.host_path())
-    return "/tmp", Path(f"/proc/{sb._holder().host_pid}/root/tmp"), "/workspace"
 
 
 def _no_pyc() -> str:
