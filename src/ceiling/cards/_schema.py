@@ -243,11 +243,16 @@ class TaskCard(_Model):
         return [*self.base_layers, self.workspace]
 
     def fields_dump(self) -> dict[str, Any]:
-        """The task.yaml fields as JSON data; a default ``environment`` is left out, so cards
-        without one keep their content ids and files."""
+        """The task.yaml fields as JSON data; a default ``environment`` and the grading-service
+        fields at their defaults are left out, so cards without them keep their content ids
+        and files."""
         data = self.model_dump(mode="json")
         if self.environment == Environment():
             data.pop("environment", None)
+        acc, default = data["acceptance"], Acceptance().model_dump(mode="json")
+        for key in ("service", "service_ready", "service_wait_s", "keep_processes"):
+            if acc.get(key) == default[key]:
+                acc.pop(key, None)
         return data
 
     def content_id(self) -> str:
@@ -257,9 +262,11 @@ class TaskCard(_Model):
 
         h = hashlib.sha256()
         h.update(json.dumps(self.fields_dump(), sort_keys=True).encode())
-        for t in [*self.base_layers, self.workspace, self.tests, self.root_files,
-                  self.build_workspace]:
+        for t in [*self.base_layers, self.workspace, self.tests]:
             h.update(tree_hash(t).encode())
+        for t in (self.root_files, self.build_workspace):  # only when present: old ids stay
+            if t:
+                h.update(tree_hash(t).encode())
         h.update(self.solution.encode())
         return h.hexdigest()[:16]
 
