@@ -20,7 +20,7 @@ from ceiling.policies._serve import free_port
 
 
 def test_bench_rollout_json(backend: str) -> None:
-    res = CliRunner().invoke(app, ["bench", "rollout", "--json", "--cards", "2",
+    res = CliRunner().invoke(app, ["bench", "rollout", "--json", "--cards", "2", "--no-ray",
                                    "--concurrency", "1,2", "--backend", backend])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)

@@ -48,9 +48,17 @@ def bench_rollout_cmd(
     backend: Annotated[str, typer.Option("--backend", help="namespace | local")] = "namespace",
     fmt: Annotated[str, typer.Option("--format", help="harness format: line | json")] = "line",
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    ray: Annotated[bool, typer.Option("--ray/--no-ray", help="also run the cards on the "
+                                      "Ray executor over a 1- then 2-node cluster started "
+                                      "here, next to the local executor")] = True,
+    ray_concurrency: Annotated[int, typer.Option("--ray-concurrency", min=1,
+                                                 help="live episodes for the executor "
+                                                      "scaling rows")] = 4,
 ) -> None:
     """Harness and environment overhead per step, episodes/s at 1, 4 and 16 concurrent
     episodes, and the share of wall time outside the policy (scripted oracle policy).
+    With --ray (default): the Ray executor's per-episode overhead over the local one and
+    its 1 -> 2 node scaling, all in the same run.
 
     Example: ceiling bench rollout --json
     """
@@ -71,7 +79,8 @@ def bench_rollout_cmd(
     if not lv or min(lv) < 1:
         raise ConfigError("--concurrency needs positive integers", where="--concurrency",
                           fix="write e.g. 1,4,16")
-    rep = run_bench(n_cards=cards, levels=lv, backend=backend, fmt=fmt, progress=not as_json)
+    rep = run_bench(n_cards=cards, levels=lv, backend=backend, fmt=fmt, progress=not as_json,
+                    ray=ray, ray_concurrency=ray_concurrency)
     if as_json:
         sys.stdout.write(json.dumps(rep, indent=2) + "\n")
         return
@@ -85,3 +94,10 @@ def bench_rollout_cmd(
     for k, v in rep["concurrency"].items():
         print(f"  concurrency {k:>3}: {v['episodes_per_s']} ep/s (x{v['speedup_vs_1']}), "
               f"outside policy {v['outside_policy_share']}")
+    ex = rep.get("executors")
+    if ex:
+        sc = ex["scaling_1_to_2_nodes"]
+        print(f"  ray overhead {ex['ray_overhead_ms_per_episode']} ms/episode (target <= "
+              f"{ex['overhead_target_ms']:g}); 1 -> 2 nodes {sc['episodes_per_s_1']} -> "
+              f"{sc['episodes_per_s_2']} ep/s (efficiency {sc['efficiency']}); same "
+              f"outcomes as local: {ex['same_outcomes_and_rewards']}")

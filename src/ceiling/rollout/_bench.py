@@ -14,16 +14,19 @@ Measures, in one run and on the same machine:
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from .._errors import ConfigError
 from ..cards import TaskCard
 from ..harness import Harness, HarnessConfig
 from ..policies import load_policy
 from ..verify import Outcome
 from ._runner import RunStats, run_episodes
+from ._types import Trajectory
 
 DEMO_TEMPLATES = ("terminal_ops/demo-create-v1", "terminal_ops/demo-append-v1",
                   "terminal_ops/demo-copy-v1", "terminal_ops/demo-count-v1")
@@ -70,10 +73,95 @@ def _bare_exec_s(backend: str, reps: int = 20) -> float:
         return (time.perf_counter() - t) / reps
 
 
+def _run(cards: Sequence[TaskCard], fmt: str, backend: str, policy_spec: str, *,
+         concurrency: int, executor: Any = "local") -> tuple[list[Trajectory], RunStats]:
+    st = RunStats()
+    trajs = run_episodes(cards, load_policy(policy_spec), HarnessConfig(format=fmt),  # type: ignore[arg-type]
+                         backend=backend, concurrency=concurrency, workers=concurrency,
+                         progress=False, stats=st, seed=0, executor=executor)
+    return trajs, st
+
+
+def _row(trajs: Sequence[Trajectory], st: RunStats, concurrency: int) -> dict[str, Any]:
+    n = len(trajs)
+    return {"episodes": n, "concurrency": concurrency, "wall_s": round(st.wall_s, 3),
+            "episodes_per_s": round(n / st.wall_s, 3) if st.wall_s else None,
+            "ms_per_episode": round(st.wall_s / n * 1e3, 2) if n else None,
+            "passed": sum(t.passed for t in trajs), "retried": st.retried,
+            "infra_errors": sum(t.outcome == Outcome.INFRA_ERROR for t in trajs)}
+
+
+def ray_rows(cards: Sequence[TaskCard], *, backend: str, fmt: str, policy_spec: str,
+             concurrency: int = 4) -> dict[str, Any]:
+    """Local vs Ray on 1 and 2 nodes of a cluster started here (see the module docstring)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from ._ray import RESOURCE, RayExecutor
+
+    if ray.is_initialized():
+        raise ConfigError("bench rollout starts its own Ray cluster, but this process is "
+                          "already connected to one", where="--ray",
+                          fix="run the bench in a fresh process, or pass --no-ray")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    node: dict[str, Any] = {"num_cpus": 1, "resources": {RESOURCE: 1}}
+    t = time.perf_counter()
+    cluster = Cluster(initialize_head=True, connect=True,
+                      head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        start_s = time.perf_counter() - t
+        warm = list(cards[:2])
+
+        def on_ray(conc: int) -> tuple[list[Trajectory], RunStats]:
+            _run(warm, fmt, backend, policy_spec, concurrency=2,
+                 executor=RayExecutor(cluster.address))  # every node's workers are up
+            return _run(cards, fmt, backend, policy_spec, concurrency=conc,
+                        executor=RayExecutor(cluster.address))
+
+        local_seq = _run(cards, fmt, backend, policy_spec, concurrency=1)
+        ray_seq = on_ray(1)
+        local_c = _run(cards, fmt, backend, policy_spec, concurrency=concurrency)
+        ray1 = on_ray(concurrency)
+        cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        ray2 = on_ray(concurrency)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    n = len(cards)
+    overhead_ms = (ray_seq[1].wall_s - local_seq[1].wall_s) / n * 1e3
+    r1, r2 = n / ray1[1].wall_s, n / ray2[1].wall_s
+
+    def key(trajs: Sequence[Trajectory]) -> list[tuple[str, str, float]]:
+        return [(x.episode_id, x.outcome, x.reward) for x in trajs]
+
+    same = all(key(x[0]) == key(local_seq[0]) for x in (ray_seq, local_c, ray1, ray2))
+    return {
+        "ray_start_s": round(start_s, 2),
+        "rows": {"local_1": _row(*local_seq, 1), "ray_1_node_1": _row(*ray_seq, 1),
+                 f"local_{concurrency}": _row(*local_c, concurrency),
+                 f"ray_1_node_{concurrency}": _row(*ray1, concurrency),
+                 f"ray_2_nodes_{concurrency}": _row(*ray2, concurrency)},
+        "ray_overhead_ms_per_episode": round(overhead_ms, 2),
+        "overhead_target_ms": 20.0, "overhead_within_target": overhead_ms <= 20.0,
+        "ray_vs_local_rate": round(r1 / (n / local_c[1].wall_s), 3),
+        "scaling_1_to_2_nodes": {"episodes_per_s_1": round(r1, 3),
+                                 "episodes_per_s_2": round(r2, 3),
+                                 "efficiency": round(r2 / (2 * r1), 3)},
+        "same_outcomes_and_rewards": same,
+        "note": "overhead: (ray - local wall) / episodes, one episode at a time, same run; "
+                f"scaling at {concurrency} live episodes; nodes share this machine's "
+                f"{os.cpu_count()} cores",
+    }
+
+
 def run_bench(*, n_cards: int = 16, levels: Sequence[int] = (1, 4, 16),
               backend: str = "namespace", fmt: str = "line", workers: int | None = None,
-              policy_spec: str = "scripted:oracle", progress: bool = False) -> dict[str, Any]:
-    """The benchmark report (a JSON-able dict)."""
+              policy_spec: str = "scripted:oracle", progress: bool = False,
+              ray: bool = False, ray_concurrency: int = 4) -> dict[str, Any]:
+    """The benchmark report (a JSON-able dict); ``ray`` adds the executor rows."""
     cards = bench_cards(n_cards)
     harness_s = _harness_per_step_s(cards, fmt)
     bare_s = _bare_exec_s(backend)
@@ -106,6 +194,8 @@ def run_bench(*, n_cards: int = 16, levels: Sequence[int] = (1, 4, 16),
             "verify_ms_per_episode": round(verify_s * 1e3, 1),
         }
     env_step_s, verify_s = first.get("env_step_s", 0.0), first.get("verify_s", 0.0)
+    executors = (ray_rows(cards, backend=backend, fmt=fmt, policy_spec=policy_spec,
+                          concurrency=ray_concurrency) if ray else None)
     return {
         "bench": "rollout", "policy": policy_spec, "harness_format": fmt, "backend": backend,
         "cards": n_cards,
@@ -120,6 +210,8 @@ def run_bench(*, n_cards: int = 16, levels: Sequence[int] = (1, 4, 16),
         "note": "per_step and verify figures come from the first (lowest) concurrency level; "
                 "each level reports its own under contention",
         "concurrency": per_level,
+        **({"executors": executors} if executors is not None else {}),
         "baseline": "bare sandbox exec('true') in the same run; speed-ups against "
-                    "concurrency 1 in the same run",
+                    "concurrency 1 in the same run; executors: the local executor in the "
+                    "same run",
     }
