@@ -136,6 +136,9 @@ def _main():
                 if target in (me, 0, -1, -me, pgid) or (
                         event == "signal.pthread_kill"):
                     bad = f"{event} {target}"
+            elif event == "object.__setattr__" and len(a) >= 2 and a[1] == "__code__" \
+                    and workspace_caller():
+                bad = "code of a function replaced (__code__)"
             elif event == "sys._getframe" and a and workspace_caller() and machinery(
                     getattr(getattr(a[0], "f_code", None), "co_filename", "")):
                 bad = "frame access sys._getframe"
@@ -195,6 +198,24 @@ def _main():
         out["plugins"] = tuple(sorted(id(p) for p in config.pluginmanager.get_plugins()))
         return out
 
+    tests_dir = os.path.realpath(os.path.join(root, "tests")) + "/"
+    test_globals = {}  # (module, name) -> id of the value, for the hidden test modules
+
+    def snapshot_tests():
+        for n, m in list(sys.modules.items()):
+            f = getattr(m, "__file__", None) or ""
+            if m is not None and os.path.realpath(f).startswith(tests_dir):
+                for k, v in list(vars(m).items()):  # its own functions and classes
+                    if callable(v) and getattr(v, "__module__", None) == n:
+                        test_globals[(n, k)] = id(v)
+
+    def workspace_object(v):
+        f = getattr(getattr(v, "__code__", None), "co_filename", None)
+        if f is None:
+            mod = sys.modules.get(getattr(type(v), "__module__", "") or "")
+            f = getattr(mod, "__file__", None) or ""
+        return os.path.realpath(f).startswith(state["ws"])
+
     def check(config):
         if not base:
             return
@@ -203,6 +224,13 @@ def _main():
         if changed:
             flag("test machinery replaced: " + ", ".join(".".join(map(str, k))
                                                          for k in changed[:5]))
+        # a hidden test module's own function or class (a helper, a reference
+        # implementation) rebound to something the workspace made
+        for (n, k), i in list(test_globals.items()):
+            v = getattr(sys.modules.get(n), k, None)
+            if v is not None and id(v) != i and workspace_object(v):
+                flag(f"hidden test module {n} had {k!r} replaced by workspace code")
+                test_globals[(n, k)] = id(v)
         if hooks_base and config is not None and hook_ids(config) != hooks_base:
             flag("pytest hooks or plugins changed while the tests ran")
 
@@ -294,6 +322,7 @@ def _main():
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(self, session):
             hooks_base.update(hook_ids(session.config))
+            snapshot_tests()
             emit(event="collected", ids=[i.nodeid for i in session.items])
 
         @pytest.hookimpl(tryfirst=True)
