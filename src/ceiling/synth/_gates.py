@@ -50,6 +50,18 @@ def screen(card: TaskCard, *, backend: str) -> tuple[str | None, list[str], list
     return None, failing, passing, msgs
 
 
+def evidence(rep: dict[str, Any], card_id: str) -> str:
+    """The first failure of ``card_id`` in a validate report, as one short line."""
+    for f in rep.get("failures", []):
+        if f.get("card") == card_id:
+            return f"{f.get('plan')}: {f.get('outcome')} {f.get('reward')} " + "; ".join(
+                f.get("evidence", [])[:2])[:240]
+    for i in rep.get("infra_errors", []):
+        if i.get("card") == card_id:
+            return "infra: " + "; ".join(i.get("evidence", []))[:240]
+    return ""
+
+
 def validate_batch(cards: Sequence[TaskCard], *, backend: str, workers: int,
                    exploits: int) -> tuple[dict[str, str | None], dict[str, Any]]:
     """Run :func:`ceiling.check.validate` on ``cards``; card id -> refusal or None."""

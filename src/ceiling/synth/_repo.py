@@ -40,7 +40,7 @@ from typing import Any
 from .._errors import ConfigError
 from ..cards import Acceptance, Budget, FileEntry, TaskCard, horizon_for_steps, save_card
 from ._baseline import Baseline, load_or_run
-from ._gates import screen, truncated_passes, validate_batch
+from ._gates import evidence, screen, truncated_passes, validate_batch
 from ._hidden import hidden_tests
 from ._issue_text import rewrite_with_model, template_issue
 from ._manifest import decisions, manifest, report
@@ -356,7 +356,7 @@ class RepoSynth:
             card = self.build(c, sorted(failing), text, len(failing))
             finals.append((c, card, failing, passing, dd))
         if finals:
-            verdicts, _rep = validate_batch([f[1] for f in finals], backend=self.o.backend,
+            verdicts, vrep = validate_batch([f[1] for f in finals], backend=self.o.backend,
                                             workers=self.o.workers, exploits=self.o.exploits)
             for c, card, failing, passing, dd in finals:
                 why = verdicts.get(card.id)
@@ -366,6 +366,8 @@ class RepoSynth:
                 if why:
                     dedupe.discard(dd)
                     recs[c.key] = base(c, "refused", why)
+                    if evidence(vrep, card.id):
+                        recs[c.key]["evidence"] = evidence(vrep, card.id)
                     continue
                 folder = self.write(c, card, failing, passing)
                 rec = base(c, "card", None)

@@ -337,7 +337,7 @@ def synth_trajectories(file: str | os.PathLike[str], out: str | os.PathLike[str]
                        opts: TrajOptions | None = None, *,
                        progress: Progress | None = None) -> dict[str, Any]:
     """Recover, build and validate cards from the trajectories in ``file``."""
-    from ._gates import validate_batch
+    from ._gates import evidence, validate_batch
 
     opts = opts or TrajOptions()
     dest = Path(out)
@@ -389,7 +389,7 @@ def synth_trajectories(file: str | os.PathLike[str], out: str | os.PathLike[str]
         if opts.limit is not None and cards_total >= opts.limit:
             break
         chunk = pending[i:i + opts.batch]
-        verdicts, _ = validate_batch([c for _k, _p, c, _kind in chunk], backend=opts.backend,
+        verdicts, vrep = validate_batch([c for _k, _p, c, _kind in chunk], backend=opts.backend,
                                      workers=opts.workers, exploits=opts.exploits)
         for key, pcs, card, kind in chunk:
             why = verdicts.get(card.id)
@@ -406,7 +406,9 @@ def synth_trajectories(file: str | os.PathLike[str], out: str | os.PathLike[str]
                 valid_ids[pcs[0].traj.id if kind == "single" else key] = card
                 r = rec_for(key, "card", None, kind, card=folder)
             else:
-                r = rec_for(key, "refused", why or "limit", kind)
+                r = rec_for(key, "refused", why or "limit", kind,
+                            evidence=evidence(vrep, card.id),
+                            trajectories=[p.traj.id for p in pcs])
             log.append(r)
             fresh.append(r)
         if progress:
@@ -453,9 +455,10 @@ def fidelity(recovered: Sequence[tuple[Traj, Piece | None]], valid: dict[str, Ta
         truth = _truth(t.card_id)
         if truth is None:
             continue
-        row = fam.setdefault(truth.type, {"trajectories": 0, "exact_initial": 0,
+        row = fam.setdefault(truth.type, {"trajectories": 0, "solved": 0, "exact_initial": 0,
                                           "valid_cards": 0, "accepts_original": 0})
         row["trajectories"] += 1
+        row["solved"] += int(t.outcome == "solved")
         if pc is None:
             continue
         want = _merged(truth)
@@ -479,4 +482,6 @@ def fidelity(recovered: Sequence[tuple[Traj, Piece | None]], valid: dict[str, Ta
         row["exact_share"] = round(row["exact_initial"] / n, 3)
         row["valid_share"] = round(row["valid_cards"] / n, 3)
         row["accepts_original_share"] = round(row["accepts_original"] / n, 3)
+        # infeasible cards' trajectories give up: nothing to recover from them
+        row["valid_share_of_solved"] = round(row["valid_cards"] / max(1, row["solved"]), 3)
     return fam
