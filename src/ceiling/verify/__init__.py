@@ -5,6 +5,7 @@ policies; the exploit corpus lives in :mod:`ceiling.verify.exploits`.
 """
 
 from ._plans import Plan, ScriptPlan, null_plan, oracle_plan, random_plan
+from ._reward import RewardFacts, Score, score
 from ._verdict import Outcome, RewardSpec, TestResult, Verdict
 from ._verifier import Ended, Verifier, verify
 
@@ -20,6 +21,6 @@ def grading_mode(card: object) -> str:
     return "in-process" if runner in IN_PROCESS_RUNNERS else "host"
 
 
-__all__ = ["IN_PROCESS_RUNNERS", "Ended", "Outcome", "Plan", "RewardSpec", "ScriptPlan", "TestResult",
-           "Verdict", "Verifier", "grading_mode", "null_plan", "oracle_plan", "random_plan",
-           "verify"]
+__all__ = ["IN_PROCESS_RUNNERS", "Ended", "Outcome", "Plan", "RewardFacts", "RewardSpec", "Score",
+           "ScriptPlan", "TestResult", "Verdict", "Verifier", "grading_mode", "null_plan",
+           "oracle_plan", "random_plan", "score", "verify"]
