@@ -9,7 +9,17 @@ Measures, in one run and on the same machine:
 - episodes/s at several concurrency levels (default 1, 4, 16 live episodes) over the same
   cards, with the speed-up against concurrency 1;
 - the share of wall time spent outside the policy (scripted, so nearly all of it: this is
-  the runner's own overhead budget a model policy has to hide behind).
+  the runner's own overhead budget a model policy has to hide behind);
+- with ``ray`` (:func:`ray_rows`): the same cards on the local executor and on the Ray
+  executor over a real cluster started on this machine (``ray.cluster_utils.Cluster``: a
+  head without env slots plus 1, then 2 worker nodes of one slot each), in the same run:
+  Ray's per-episode overhead with one episode at a time (card puts plus each call's round
+  trip minus the worker's own time; target <= 20 ms) next to the plain wall difference,
+  episodes/s at ``ray_concurrency`` live episodes on 1 and 2 nodes, the 1 -> 2 node scaling
+  efficiency (rate2 / (2 * rate1); the nodes share this machine's cores, so it says what
+  the executor costs, not what real machines gain) and whether every executor gave the
+  same per-card outcomes and rewards. Workers are started by a warm-up run before timing;
+  ``ray_start_s`` is the cluster start.
 """
 
 from __future__ import annotations
@@ -114,24 +124,28 @@ def ray_rows(cards: Sequence[TaskCard], *, backend: str, fmt: str, policy_spec: 
         start_s = time.perf_counter() - t
         warm = list(cards[:2])
 
-        def on_ray(conc: int) -> tuple[list[Trajectory], RunStats]:
+        def on_ray(conc: int) -> tuple[list[Trajectory], RunStats, RayExecutor]:
             _run(warm, fmt, backend, policy_spec, concurrency=2,
                  executor=RayExecutor(cluster.address))  # every node's workers are up
-            return _run(cards, fmt, backend, policy_spec, concurrency=conc,
-                        executor=RayExecutor(cluster.address))
+            ex = RayExecutor(cluster.address)
+            return (*_run(cards, fmt, backend, policy_spec, concurrency=conc, executor=ex), ex)
 
-        local_seq = _run(cards, fmt, backend, policy_spec, concurrency=1)
-        ray_seq = on_ray(1)
+        # one episode at a time, twice each, interleaved; the faster of each pair counts
+        seq = [(_run(cards, fmt, backend, policy_spec, concurrency=1), on_ray(1))
+               for _ in range(2)]
+        local_seq = min((x[0] for x in seq), key=lambda r: r[1].wall_s)
+        ray_seq = min((x[1] for x in seq), key=lambda r: r[1].wall_s)[:2]
+        call_ms = min(x[1][2].call_overhead_s for x in seq) / len(cards) * 1e3
         local_c = _run(cards, fmt, backend, policy_spec, concurrency=concurrency)
-        ray1 = on_ray(concurrency)
+        ray1 = on_ray(concurrency)[:2]
         cluster.add_node(**node)
         cluster.wait_for_nodes()
-        ray2 = on_ray(concurrency)
+        ray2 = on_ray(concurrency)[:2]
     finally:
         ray.shutdown()
         cluster.shutdown()
     n = len(cards)
-    overhead_ms = (ray_seq[1].wall_s - local_seq[1].wall_s) / n * 1e3
+    wall_ms = (ray_seq[1].wall_s - local_seq[1].wall_s) / n * 1e3
     r1, r2 = n / ray1[1].wall_s, n / ray2[1].wall_s
 
     def key(trajs: Sequence[Trajectory]) -> list[tuple[str, str, float]]:
@@ -144,15 +158,19 @@ def ray_rows(cards: Sequence[TaskCard], *, backend: str, fmt: str, policy_spec: 
                  f"local_{concurrency}": _row(*local_c, concurrency),
                  f"ray_1_node_{concurrency}": _row(*ray1, concurrency),
                  f"ray_2_nodes_{concurrency}": _row(*ray2, concurrency)},
-        "ray_overhead_ms_per_episode": round(overhead_ms, 2),
-        "overhead_target_ms": 20.0, "overhead_within_target": overhead_ms <= 20.0,
+        "ray_overhead_ms_per_episode": round(call_ms, 2),
+        "overhead_target_ms": 20.0, "overhead_within_target": call_ms <= 20.0,
+        "wall_overhead_ms_per_episode": round(wall_ms, 2),
         "ray_vs_local_rate": round(r1 / (n / local_c[1].wall_s), 3),
         "scaling_1_to_2_nodes": {"episodes_per_s_1": round(r1, 3),
                                  "episodes_per_s_2": round(r2, 3),
                                  "efficiency": round(r2 / (2 * r1), 3)},
         "same_outcomes_and_rewards": same,
-        "note": "overhead: (ray - local wall) / episodes, one episode at a time, same run; "
-                f"scaling at {concurrency} live episodes; nodes share this machine's "
+        "note": "ray_overhead: what Ray adds per episode, one episode at a time: card puts "
+                "plus each call's round trip minus the worker's own time (load-robust); "
+                "wall_overhead: (ray - local wall) / episodes, faster of two interleaved "
+                "runs each (includes load noise); scaling at "
+                f"{concurrency} live episodes; nodes share this machine's "
                 f"{os.cpu_count()} cores",
     }
 

@@ -105,7 +105,9 @@ class EnvWorker:
         return cfg
 
     def start(self, eid: str, cid: str, card_box: list[Any], cfg_key: str,
-              cfg_box: list[Any], seed: int) -> None:
+              cfg_box: list[Any], seed: int) -> float:
+        """Build and reset the episode's environment; returns the seconds it took here."""
+        t = time.monotonic()
         card = self._card(cid, card_box)
         env = self._cfg(cfg_key, cfg_box).build(card)
         old = self._envs.pop(eid, None)
@@ -113,6 +115,7 @@ class EnvWorker:
             old.close()
         self._envs[eid] = env
         env.reset(seed=seed)
+        return time.monotonic() - t
 
     def step(self, eid: str, action: Any) -> tuple[Any, ...]:
         return timed_step(self._envs[eid], action)
@@ -232,6 +235,8 @@ class RayExecutor:
         self.lost_workers = 0
         self.stragglers = 0
         self.retried = 0  # map jobs re-run after their worker died
+        self.call_overhead_s = 0.0  # Ray's share: card puts + lone calls' round trip - work
+        self.timed_calls = 0
         self.placed: dict[str, int] = {}  # node id -> episodes started there (this run)
 
     # ------------------------------------------------------------------ workers
@@ -306,13 +311,16 @@ class RayExecutor:
         cid = card.content_id()
         ref = self._card_refs.get(cid)
         if ref is None:
+            t = time.monotonic()
             ref = self._card_refs[cid] = ray.put(card)
+            self.call_overhead_s += time.monotonic() - t
         return cid, ref
 
     # ------------------------------------------------------------------ calls
-    def _gather(self, calls: list[tuple[str, Any]], deadline: dict[str, float]
-                ) -> list[Result]:
-        """Wait for every call; one whose episode passed its deadline is a straggler."""
+    def _gather(self, calls: list[tuple[str, Any]], deadline: dict[str, float],
+                t_submit: float) -> list[Result]:
+        """Wait for every call; one whose episode passed its deadline is a straggler. A
+        lone call adds its round trip minus the worker's own time to ``call_overhead_s``."""
         import ray
 
         pending = {ref: eid for eid, ref in calls}
@@ -334,7 +342,12 @@ class RayExecutor:
                 out.append(Straggler(self.straggler_grace_s))
                 continue
             try:
-                out.append(Ok(ray.get(ref)))
+                val = ray.get(ref)
+                out.append(Ok(val))
+                if len(calls) == 1:  # what Ray added: the round trip minus the work
+                    work = val if isinstance(val, float) else float(val[-1])
+                    self.call_overhead_s += time.monotonic() - t_submit - work
+                    self.timed_calls += 1
             except Exception as e:  # noqa: BLE001 - classified below
                 if _is_lost(e):
                     self._dead(slot)
@@ -367,6 +380,7 @@ class RayExecutor:
 
     def start(self, items: Sequence[StartItem]) -> list[Result]:
         calls: list[tuple[str, Any]] = []
+        t_submit = time.monotonic()
         for eid, card, seed in items:
             slot = self._pick()
             slot.load += 1
@@ -378,11 +392,12 @@ class RayExecutor:
             cid, ref = self._card_ref(card)
             calls.append((eid, slot.actor.start.remote(eid, cid, [ref], self._cfg_key,
                                                        [self._cfg_ref], seed)))
-        return self._gather(calls, self._deadline)
+        return self._gather(calls, self._deadline, t_submit)
 
     def step(self, items: Sequence[StepItem]) -> list[Result]:
         calls: list[tuple[str, Any]] = []
         dead: dict[str, Result] = {}
+        t_submit = time.monotonic()
         for eid, action in items:
             slot = self._where.get(eid)
             if slot is None or not slot.alive:
@@ -390,7 +405,7 @@ class RayExecutor:
                 dead[eid] = Lost("its worker died earlier in this round")
                 continue
             calls.append((eid, slot.actor.step.remote(eid, action)))
-        got = dict(zip([e for e, _ in calls], self._gather(calls, self._deadline),
+        got = dict(zip([e for e, _ in calls], self._gather(calls, self._deadline, t_submit),
                        strict=True))
         return [dead[eid] if eid in dead else got[eid] for eid, _ in items]
 
