@@ -157,6 +157,7 @@ class RepoSynth:
     def build(self, cand: Candidate, acceptance: list[str], instruction: str,
               failing: int) -> TaskCard:
         from ..envs.repo_refactor._kit import oracle_script
+        from ..verify._oracle import oracle_call_count
 
         mutated = self._files(cand.bugs)
         hidden_files = sorted({a.split("::", 1)[0] for a in acceptance})
@@ -182,6 +183,9 @@ class RepoSynth:
         card.workspace = {p: FileEntry(d, mode=self.p.tree[p].mode) for p, d in mutated.items()}
         card.tests = tests
         card.solution = solution
+        calls = oracle_call_count(card)
+        card.horizon = horizon_for_steps(calls)
+        card.budget.max_steps = max(card.budget.max_steps, calls + 20)
         return card
 
     def partial_solution(self, cand: Candidate) -> str:
