@@ -154,13 +154,16 @@ def test_build_sandbox_cannot_reach_host_files_or_kernel_knobs(tmp_path: Path) -
         " test -e /etc/shadow && echo shadow-visible || echo shadow-absent;"
         " test -e /work && echo work-visible || echo work-absent;"
         " test -e /root/.pyenv && echo roothome-visible || echo roothome-absent;"
+        " python3 -c 'import socket; socket.socket(socket.AF_UNIX)' && echo unix-ok"
+        " || echo unix-denied;"
         " touch /usr/bin/ceiling-build-marker && echo usr-write-captured"
         ") 2>/dev/null > /app/report.txt")
     img = build_image([RunStep(probe, cwd="/app", workspace=True)], workdir="/app",
                       workspace={})
     report = img.workspace["report.txt"].data.decode().split()
     assert report == ["sysctl-denied", "mount-denied", "mknod-denied", "shadow-absent",
-                      "work-absent", "roothome-absent", "usr-write-captured"], report
+                      "work-absent", "roothome-absent", "unix-denied",
+                      "usr-write-captured"], report
     assert not Path("/usr/bin/ceiling-build-marker").exists()  # the write went to the layer
     assert (Path(img.layers[0]) / "usr" / "bin" / "ceiling-build-marker").exists()
     assert Path("/proc/sys/kernel/hostname").read_text() == before

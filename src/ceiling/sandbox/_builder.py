@@ -22,8 +22,9 @@ builds a root from an allow-list and never from the host's ``/``:
 
 It then ``pivot_root``s, drops every capability outside Docker's default set but for
 ``CAP_MKNOD`` and ``CAP_NET_RAW`` (so no mount, no module, no raw device, no ptrace, no
-sysctl), sets ``no_new_privs``, installs the sandbox's seccomp filter and runs ``/bin/sh -c
-RUN`` as root in ``cwd``. The host then freezes the upper folders (:mod:`._image`). When
+sysctl), sets ``no_new_privs``, installs the sandbox's seccomp filter and one refusing
+``socket(AF_UNIX)`` (the host's abstract unix sockets are in its network namespace), and
+runs ``/bin/sh -c RUN`` as root in ``cwd``. The host then freezes the upper folders (:mod:`._image`). When
 the host dies the builder gets SIGKILL (parent-death signal) and the kernel tears the
 namespaces down; nothing here writes any host path but the upper folders.
 """
@@ -141,9 +142,9 @@ def build_root(cfg: dict) -> str:
     return new
 
 
-def drop_privileges(seccomp: bytes) -> None:
+def drop_privileges(*filters: bytes) -> None:
     """Shrink the bounding set to ``KEEP_CAPS`` (exec recomputes root's capabilities from
-    it), set no_new_privs and install the seccomp filter (every process inherits it)."""
+    it), set no_new_privs and install the seccomp filters (every process inherits them)."""
     last = 40
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
@@ -158,9 +159,10 @@ def drop_privileges(seccomp: bytes) -> None:
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    buf = ctypes.create_string_buffer(seccomp, len(seccomp))
-    fprog = SockFprog(len(seccomp) // 8, ctypes.addressof(buf))
-    _check(libc.prctl(22, 2, ctypes.byref(fprog), 0, 0), "seccomp")
+    for seccomp in filters:
+        buf = ctypes.create_string_buffer(seccomp, len(seccomp))
+        fprog = SockFprog(len(seccomp) // 8, ctypes.addressof(buf))
+        _check(libc.prctl(22, 2, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
 def run_step(cfg: dict) -> int:
@@ -175,7 +177,7 @@ def run_step(cfg: dict) -> int:
             os.makedirs(cfg["cwd"], 0o755, exist_ok=True)
             os.chdir(cfg["cwd"])
             os.setsid()
-            drop_privileges(bytes.fromhex(cfg["seccomp"]))
+            drop_privileges(bytes.fromhex(cfg["seccomp"]), bytes.fromhex(cfg["seccomp2"]))
             os.execve("/bin/sh", ["/bin/sh", "-c", cfg["run"]], cfg["env"])
         except BaseException as e:  # noqa: BLE001 - reported in the log
             os.write(2, f"ceiling-build: cannot start the step: {e}\n".encode())

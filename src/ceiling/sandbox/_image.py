@@ -20,8 +20,9 @@ sandbox shares the host's network namespace, so it reaches whatever the host rea
 the project's machines only the package registries; elsewhere, also the host's loopback
 services and its LAN). Its root is an allow-list (system folders, a copy of the host's
 world-readable ``/etc``, dpkg's and apt's state), never the host's ``/``, home folders or
-the project; it runs as root with a reduced capability set, ``no_new_privs`` and the
-sandbox's seccomp filter. Requires root on the host.
+the project; it runs as root with a reduced capability set, ``no_new_privs``, the
+sandbox's seccomp filter and one more that refuses ``socket(AF_UNIX)`` (the host's abstract
+unix sockets share its network namespace: :func:`no_unix_sockets`). Requires root.
 """
 
 from __future__ import annotations
@@ -255,6 +256,24 @@ def _build_etc(dst: Path) -> None:
             pass
 
 
+def no_unix_sockets(arch: str | None = None) -> bytes:
+    """A second seccomp filter for build steps: ``socket(AF_UNIX, ...)`` fails with EPERM
+    (``socketpair`` stays allowed). The build shares the host's network namespace, and with it
+    the host's *abstract* unix sockets, which have no permission check; a root build step
+    must not reach them (the containerd-shim class of escapes)."""
+    import struct
+
+    arch = arch or os.uname().machine
+    nr = {"x86_64": 41, "aarch64": 198}[arch]
+    audit = _seccomp.AUDIT_ARCH[arch]
+    ld, jeq, ret = _seccomp.LD_ABS_W, _seccomp.JEQ, _seccomp.RET
+    allow, eperm = _seccomp.RET_ALLOW, _seccomp.RET_ERRNO | _seccomp.EPERM
+    prog = [(ld, 0, 0, _seccomp.OFF_ARCH), (jeq, 1, 0, audit), (ret, 0, 0, eperm),
+            (ld, 0, 0, _seccomp.OFF_NR), (jeq, 0, 3, nr), (ld, 0, 0, _seccomp.OFF_ARG0),
+            (jeq, 0, 1, 1), (ret, 0, 0, eperm), (ret, 0, 0, allow)]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
 def _shared_etc(store: ImageStore) -> Path:
     """The build's /etc (:func:`_build_etc`), made once per host state and store and shared
     by every build (it is only ever a read-only lower: builds write their uppers)."""
@@ -391,7 +410,8 @@ def _run_build(store: ImageStore, lowers: list[str], step: RunStep, ws: FileTree
     cfg = {"mnt": str(tmp / "mnt"), "upper": str(tmp / "upper"), "work": str(tmp / "work"),
            "skel": str(tmp / "skel"), "etc": str(etc), "lowers": lows,
            "run": step.run, "cwd": step.cwd, "env": env, "timeout": step.timeout_s,
-           "seccomp": _seccomp.program().hex(), "log": log, "result": res_w}
+           "seccomp": _seccomp.program().hex(), "seccomp2": no_unix_sockets().hex(),
+           "log": log, "result": res_w}
     cfg_fd = os.memfd_create("ceiling-build-cfg", os.MFD_CLOEXEC)
     os.write(cfg_fd, json.dumps(cfg).encode())
     try:
