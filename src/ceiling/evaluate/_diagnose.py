@@ -171,7 +171,7 @@ def diagnosis_html(rows: list[dict[str, Any]]) -> str:
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row_cells(r))
                    + f"<td>{escape(r['why'])}</td></tr>" for r in rows)
     return (f"<table><tr>{head}</tr>{body}</table><p class=note>Verdicts from the decision "
-            "table in docs/evaluation.md (ceiling diagnose): pass@k well above pass@1 - "
+            "table in docs/study.md (ceiling diagnose): pass@k well above pass@1 - "
             "post-train; both low - change the base; pass@1 high - saturated. Intervals: "
             "95 % bootstrap over cards; recovery and give-up figures are shown, not used.</p>")
 

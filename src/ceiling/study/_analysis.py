@@ -26,6 +26,7 @@ import numpy as np
 
 from ..evaluate import pass_at_k
 from ..rollout import Trajectory
+from ..verify import Outcome
 
 METRICS = ("pass@1", "pass@k", "diversity")
 
@@ -43,7 +44,7 @@ def card_counts(trajs: Iterable[Trajectory]) -> dict[str, dict[str, Any]]:
         d = out.setdefault(t.card_id, {"n": 0, "c": 0, "distinct": 0,
                                        "template": t.template or t.card_id.split("@")[0],
                                        "infra": 0})
-        if t.outcome == "infra_error":
+        if t.outcome == Outcome.INFRA_ERROR:
             d["infra"] += 1
             continue
         d["n"] += 1

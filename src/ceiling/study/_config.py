@@ -176,16 +176,16 @@ def load_study(path: Path | str) -> StudyConfig:
 
 _STAGE = {"name": "demo", "family": "terminal_ops", "tags": ["demo"], "variants": ["train"]}
 
-# A study small enough for a test: 2 templates, 2 seeds, two rungs of 8 rollouts.
+# A study small enough for a test: 2 templates, 2 seeds, rungs of 2 and 4 rollouts, k = 2.
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny-test": {
-        "base": "builtin:tiny", "seeds": [0, 1], "ladder": [4, 8],
+        "base": "builtin:tiny", "seeds": [0, 1], "ladder": [2, 4],
         "train": {"lr": 0.002, "sampling": {"max_new_tokens": 24}, "workers": 2,
                   "stages": [{"name": "copy", "templates": [
                       "terminal_ops/demo-copy-v1", "terminal_ops/demo-create-v1"],
                       "variants": ["train"]}]},
-        "optimizers": {"grpo": {"cards_per_step": 1, "group_size": 4},
-                       "es": {"cards_per_step": 1, "es": {"population": 1, "episodes": 2}}},
+        "optimizers": {"grpo": {"cards_per_step": 1, "group_size": 2},
+                       "es": {"cards_per_step": 1, "es": {"population": 1, "episodes": 1}}},
         "eval": {"per_template": 1, "k": 2, "resamples": 200},
         "workers": 2,
     },
