@@ -49,7 +49,7 @@ def operator_max(name: str) -> float:
 def image_steps(card: TaskCard) -> list[object]:
     """The card's image as sandbox build steps (``files: true`` -> the root/ files, plus a
     default ``.gitconfig`` in the home folder when ``git_identity`` and none is there)."""
-    from ..sandbox._image import FilesStep, RunStep
+    from ..sandbox._image import FilesStep, RunStep, RuntimeStep, python_version
 
     env = card.environment
     root: FileTree = dict(card.root_files)
@@ -62,6 +62,8 @@ def image_steps(card: TaskCard) -> list[object]:
         if st.files:
             steps.append(FilesStep(root))
             placed = True
+        elif st.runtime:
+            steps.append(RuntimeStep(python_version(env.python or "/usr/bin/python3")))
         else:
             steps.append(RunStep(st.run or "", cwd=st.cwd, env=tuple(sorted(st.env.items())),
                                  workspace=st.workspace, timeout_s=st.timeout_s))

@@ -131,11 +131,13 @@ class CardLimits(_Model):
 class ImageStep(_Model):
     """One step of the card's image (an image-style base layer, built once as root in a
     build sandbox and shared by content id; docs/import.md). Exactly one of ``run`` (a
-    shell command) or ``files: true`` (place the card's ``root/`` files, at their absolute
-    paths, at this point)."""
+    shell command), ``files: true`` (place the card's ``root/`` files, at their absolute
+    paths, at this point) or ``runtime: true`` (the runtime's pytest, copied for
+    ``environment.python``: the in-process grader's own, offline)."""
 
     run: str | None = None
     files: bool = False
+    runtime: bool = False
     cwd: str = "/"
     env: dict[str, str] = Field(default_factory=dict)
     workspace: bool = False
@@ -143,8 +145,9 @@ class ImageStep(_Model):
 
     @model_validator(mode="after")
     def _one(self) -> ImageStep:
-        if (self.run is None) == (not self.files):
-            raise ValueError("an image step has exactly one of 'run: COMMAND' or 'files: true'")
+        if (self.run is not None) + self.files + self.runtime != 1:
+            raise ValueError("an image step has exactly one of 'run: COMMAND', 'files: true' "
+                             "or 'runtime: true'")
         if not self.cwd.startswith("/") or ".." in self.cwd.split("/"):
             raise ValueError("cwd must be an absolute path without '..'")
         return self

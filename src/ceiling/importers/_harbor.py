@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import fnmatch
-import importlib.metadata as md
 import os
 import posixpath
 import re
@@ -108,13 +107,6 @@ def find_tasks(path: Path) -> list[Path]:
                     and not any(part in ("environment", "tests", "solution")
                                 for part in p.parent.relative_to(path).parts)})
     return found
-
-
-def _runtime_pytest() -> str:
-    try:
-        return f"pytest=={md.version('pytest')}"
-    except md.PackageNotFoundError:
-        return "pytest"
 
 
 def card_name(task: Path) -> str:
@@ -402,11 +394,12 @@ def build_card(task: Path) -> tuple[TaskCard, list[str]]:
     notes = list(b.notes) + plan.notes
     pip_tests = [p for p in plan.pip if p and not _TEST_TOOLING.match(p)]
     uses_uv = any(re.search(r"\buvx?\b", s.run or "") for s in b.steps)
-    first = [_runtime_pytest(), *pip_tests, *(["uv"] if uses_uv else [])]
-    steps: list[ImageStep] = []
+    extra = [*pip_tests, *(["uv"] if uses_uv else [])]
+    steps: list[ImageStep] = [ImageStep(runtime=True)]  # the grader's pytest, offline
     if plan.apt:
         steps.append(ImageStep(run=_apt(plan.apt)))
-    steps.append(ImageStep(run="python3 -m pip install -q " + " ".join(map(_q, first))))
+    if extra:
+        steps.append(ImageStep(run="python3 -m pip install -q " + " ".join(map(_q, extra))))
     steps += b.steps
     if sol_apt:
         steps.append(ImageStep(run=_apt(sol_apt)))

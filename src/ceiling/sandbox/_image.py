@@ -91,7 +91,28 @@ class FilesStep:
         return {"files": tree_hash(self.tree)}
 
 
-Step = RunStep | FilesStep
+@dataclass(frozen=True)
+class RuntimeStep:
+    """The runtime's pytest and its dependencies (:mod:`._runtime`, pure Python, no download)
+    copied into ``/usr/local/lib/python<python>/dist-packages``, so an image's python runs the
+    in-process grader with exactly the runtime's pytest, offline."""
+
+    python: str = "3"
+
+    def key(self) -> dict[str, object]:
+        return {"runtime": _runtime.current().key(), "python": self.python}
+
+
+Step = RunStep | FilesStep | RuntimeStep
+
+
+def python_version(python: str) -> str:
+    """``X.Y`` of a host interpreter (the image's python is the host's unless a step
+    replaced it), for :class:`RuntimeStep`."""
+    out = subprocess.run([python, "-I", "-S", "-c",
+                          "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=30, check=True)
+    return out.stdout.strip()
 
 
 @dataclass
@@ -478,13 +499,20 @@ def build_image(steps: Sequence[Step], *, workdir: str, workspace: Mapping[str, 
                 raise SandboxUnavailable(f"cannot build image layers: {why}",
                                          fix="run the import or build as root on Linux")
             if progress:
-                what = step.run[:80] if isinstance(step, RunStep) else "files"
+                what = step.run[:80] if isinstance(step, RunStep) else \
+                    "the runtime's pytest" if isinstance(step, RuntimeStep) else "files"
                 progress(f"building layer {i + 1}/{len(steps)}: {what}")
             tmp = store.root / f".build-{lid[:12]}-{secrets.token_hex(4)}"
             tmp.mkdir(mode=0o700)
             try:
                 if isinstance(step, RunStep):
                     layer, new_ws = _run_build(store, layers, step, ws, workdir, tmp)
+                elif isinstance(step, RuntimeStep):
+                    layer, new_ws = tmp / "layer", ws
+                    site = next(Path(_runtime.current().path).glob("lib/python3*/site-packages"))
+                    shutil.copytree(site, layer / f"usr/local/lib/python{step.python}"
+                                    / "dist-packages", symlinks=True)
+                    _sanitize(layer)
                 else:
                     layer = tmp / "layer"
                     write_tree(step.tree, layer)
@@ -513,5 +541,6 @@ def build_image(steps: Sequence[Step], *, workdir: str, workspace: Mapping[str, 
     return BuiltImage(tuple(layers), ws, ids, built, time.perf_counter() - t0)
 
 
-__all__ = ["BuiltImage", "FilesStep", "ImageBuildError", "ImageStore", "RunStep", "Step",
-           "build_image", "check_files_tree", "check_layer_dir", "host_base_id"]
+__all__ = ["BuiltImage", "FilesStep", "ImageBuildError", "ImageStore", "RunStep", "RuntimeStep",
+           "Step", "build_image", "check_files_tree", "check_layer_dir", "host_base_id",
+           "image_root", "no_unix_sockets", "python_version"]
