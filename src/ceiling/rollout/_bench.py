@@ -136,6 +136,8 @@ def ray_rows(cards: Sequence[TaskCard], *, backend: str, fmt: str, policy_spec: 
         local_seq = min((x[0] for x in seq), key=lambda r: r[1].wall_s)
         ray_seq = min((x[1] for x in seq), key=lambda r: r[1].wall_s)[:2]
         call_ms = min(x[1][2].call_overhead_s for x in seq) / len(cards) * 1e3
+        calls_per_episode = seq[0][1][2].timed_calls / len(cards)
+        rtt_ms = seq[0][1][2].noop_rtt_s() * 1e3
         local_c = _run(cards, fmt, backend, policy_spec, concurrency=concurrency)
         ray1 = on_ray(concurrency)[:2]
         cluster.add_node(**node)
@@ -161,15 +163,19 @@ def ray_rows(cards: Sequence[TaskCard], *, backend: str, fmt: str, policy_spec: 
         "ray_overhead_ms_per_episode": round(call_ms, 2),
         "overhead_target_ms": 20.0, "overhead_within_target": call_ms <= 20.0,
         "wall_overhead_ms_per_episode": round(wall_ms, 2),
+        "calls_per_episode": round(calls_per_episode, 2),
+        "noop_call_rtt_ms": round(rtt_ms, 3),
         "ray_vs_local_rate": round(r1 / (n / local_c[1].wall_s), 3),
         "scaling_1_to_2_nodes": {"episodes_per_s_1": round(r1, 3),
                                  "episodes_per_s_2": round(r2, 3),
                                  "efficiency": round(r2 / (2 * r1), 3)},
         "same_outcomes_and_rewards": same,
-        "note": "ray_overhead: what Ray adds per episode, one episode at a time: card puts "
+        "note": "ray_overhead: what Ray adds per episode, one episode at a time: card puts (once "
+                "per card and process) "
                 "plus each call's round trip minus the worker's own time (load-robust); "
                 "wall_overhead: (ray - local wall) / episodes, faster of two interleaved "
-                "runs each (includes load noise); scaling at "
+                "runs each (includes load noise); noop_call_rtt_ms: one empty Ray call now "
+                "(the floor each of calls_per_episode pays); scaling at "
                 f"{concurrency} live episodes; nodes share this machine's "
                 f"{os.cpu_count()} cores",
     }

@@ -63,6 +63,7 @@ RESOURCE = "ceiling_env"
 WORKER_THREADS = 64  # calls one worker runs at once (episodes it may host)
 CARD_CACHE = 256  # cards a worker keeps by content id
 MAP_RETRIES = 3  # re-runs of a map job lost with its worker
+CARD_REFS = 4096  # cards the driver keeps in the object store between runs
 T = TypeVar("T")
 
 
@@ -135,6 +136,7 @@ class EnvWorker:
         return fn(job)
 
     def hosted(self) -> int:
+        """Episodes this worker holds now (also the no-op call the bench times)."""
         return len(self._envs)
 
 
@@ -184,6 +186,7 @@ class _Slot:
 @dataclass
 class _Pool:
     slots: list[_Slot] = field(default_factory=list)
+    card_refs: OrderedDict[str, Any] = field(default_factory=OrderedDict)  # content id -> ref
 
     def alive(self) -> list[_Slot]:
         return [s for s in self.slots if s.alive]
@@ -228,7 +231,6 @@ class RayExecutor:
         self._pool: _Pool | None = None
         self._where: dict[str, _Slot] = {}  # episode id -> its worker
         self._deadline: dict[str, float] = {}
-        self._card_refs: dict[str, Any] = {}
         self._cfg_key = ""
         self._cfg_ref: Any = None
         self._closing: list[Any] = []
@@ -285,6 +287,18 @@ class RayExecutor:
     def capacity(self) -> int | None:
         return None
 
+    def noop_rtt_s(self, n: int = 50) -> float:
+        """Mean round trip of a no-op call to the first live worker, one at a time (what
+        one Ray call costs here, now)."""
+        import ray
+
+        slot = self._pick()
+        ray.get(slot.actor.hosted.remote())
+        t = time.monotonic()
+        for _ in range(n):
+            ray.get(slot.actor.hosted.remote())
+        return (time.monotonic() - t) / n
+
     def workers(self) -> int:
         return len(self._pool.alive()) if self._pool else 0
 
@@ -308,12 +322,18 @@ class RayExecutor:
     def _card_ref(self, card: TaskCard) -> tuple[str, Any]:
         import ray
 
+        assert self._pool is not None
         cid = card.content_id()
-        ref = self._card_refs.get(cid)
+        refs = self._pool.card_refs  # kept between runs: a card is put once per process
+        ref = refs.get(cid)
         if ref is None:
             t = time.monotonic()
-            ref = self._card_refs[cid] = ray.put(card)
+            ref = refs[cid] = ray.put(card)
             self.call_overhead_s += time.monotonic() - t
+            while len(refs) > CARD_REFS:
+                refs.popitem(last=False)
+        else:
+            refs.move_to_end(cid)
         return cid, ref
 
     # ------------------------------------------------------------------ calls
@@ -473,6 +493,5 @@ class RayExecutor:
             except Exception:  # noqa: BLE001, S110 - closing is best effort
                 pass
         self._closing = []
-        self._card_refs.clear()
 
 
