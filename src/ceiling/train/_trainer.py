@@ -18,10 +18,12 @@ from typing import Any
 
 from .._errors import ConfigError
 from ..verify import RewardSpec
+from ._accounting import Accounting
 from ._alarm import HackAlarm, integrity_metrics
 from ._cards import stage_arms
 from ._checkpoint import (
     TrainerState,
+    Unit,
     check_same_base,
     latest_checkpoint,
     load_trainer_state,
@@ -166,7 +168,30 @@ class Trainer:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> TrainSummary:
+        """Train every stage in order (or resume the last checkpoint) and return what the
+        run produced. Phases: set-up, open the run folder, each stage's steps (draw cards,
+        one optimizer step, accounting, metrics, checkpoint), summary."""
         self._setup()
+        state, sampler_state = self._open(resume)
+        log = _MetricsLog(self.run_dir)  # opened before the clock starts, as the wall time says
+        loop = _Loop(state, Accounting.resume(state, self.params),
+                     HackAlarm(self.cfg.redteam_alarm), log,
+                     ck_path=latest_checkpoint(self.run_dir) if resume else None)
+        try:
+            for si in range(state.stage_index, len(self.cfg.stages)):
+                self._run_stage(loop, si, sampler_state)
+                sampler_state = None
+                if loop.out_of_time or loop.alarm_stop:
+                    break
+        finally:
+            loop.log.close()
+        return TrainSummary(str(self.run_dir), state.global_step,
+                            str(loop.ck_path) if loop.ck_path else None, str(self.base_dir),
+                            self.base_sha, self.backend, asdict(state.unit), loop.last,
+                            self.notes, loop.alarm_stop)
+
+    def _open(self, resume: bool) -> tuple[TrainerState, dict[str, Any] | None]:
+        """The run folder, and the state to start from (a fresh one unless ``resume``)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not resume and latest_checkpoint(self.run_dir) is not None:
             raise ConfigError(f"{self.run_dir} already holds checkpoints",
@@ -175,104 +200,77 @@ class Trainer:
         state, sampler_state = self._resume() if resume else (TrainerState(), None)
         if resume and sampler_state is None:
             self.notes.append("nothing to resume: no checkpoint yet; starting fresh")
-        writer = _tb_writer(self.run_dir / "tb")
-        metrics_f = (self.run_dir / "metrics.jsonl").open("a")
-        total = self.cfg.total_steps
-        cards_seen = set(state.card_ids)
-        t_resume = time.perf_counter()
-        wall0 = state.unit.wall_s
-        last: dict[str, float] = {}
-        ck_path: Path | None = latest_checkpoint(self.run_dir) if resume else None
-        done_here = 0
-        out_of_time = False
-        alarm, alarm_stop = HackAlarm(self.cfg.redteam_alarm), None
-        try:
-            for si in range(state.stage_index, len(self.cfg.stages)):
-                stage = self.cfg.stages[si]
-                sampler = self._sampler(si)
-                if sampler_state is not None and sampler_state.get("stage") == si:
-                    sampler.load_state_dict(sampler_state["state"])
-                else:
-                    state.stage_step = 0
-                rollout = self.rollout_factory(self.model, self.tok, self.cfg, stage,
-                                               self.backend)
-                rollouts_in_stage = 0
-                while state.stage_step < stage.steps:
-                    if stage.max_rollouts and rollouts_in_stage >= stage.max_rollouts:
-                        break
-                    t0 = time.perf_counter()
-                    cards = sampler.draw(self.cfg.cards_per_step)
-                    ctx = StepContext(state.global_step, cards, rollout,
-                                      step_seed(self.cfg.seed, state.global_step))
-                    res = self.opt.step(ctx)
-                    sampler.update(res.trajectories)
-                    u = state.unit
-                    for t in res.trajectories:
-                        cards_seen.add(t.card_id)
-                        u.env_steps += len(t.turns)
-                        u.generated_tokens += sum(len(x.token_ids) for x in t.turns)
-                        u.prompt_tokens += sum(len(x.prompt_token_ids) for x in t.turns)
-                    gen_tok = sum(len(x.token_ids) + len(x.prompt_token_ids)
-                                  for t in res.trajectories for x in t.turns)
-                    u.rollouts += len(res.trajectories)
-                    rollouts_in_stage += len(res.trajectories)
-                    u.distinct_cards = len(cards_seen)
-                    u.trained_tokens += res.trained_tokens
-                    u.trainer_flops += 6.0 * self.params * res.trained_tokens + 2.0 * \
-                        self.params * (res.forward_tokens + gen_tok)
-                    u.optimizer_steps += int(res.metrics.get("updated", 0))
-                    u.wall_s = wall0 + time.perf_counter() - t_resume
-                    state.global_step += 1
-                    state.stage_step += 1
-                    state.stage_index = si
-                    dt = time.perf_counter() - t0
-                    m = dict(res.metrics)
-                    m.update(step_s=dt, in_band=sampler.in_band(),
-                             tokens_per_s=sum(len(x.token_ids) for t in res.trajectories
-                                              for x in t.turns) / max(dt, 1e-9))
-                    alarm_stop = self._integrity(alarm, state.global_step, res.trajectories, m)
-                    last = m
-                    rec = {"step": state.global_step, "stage": stage.name, **m,
-                           "unit": asdict(u)}
-                    metrics_f.write(json.dumps(rec, sort_keys=True) + "\n")
-                    metrics_f.flush()
-                    if writer is not None:
-                        for k, v in m.items():
-                            writer.add_scalar(f"train/{k}", v, state.global_step)
-                        writer.add_scalar("unit/rollouts", u.rollouts, state.global_step)
-                    if self.on_step:
-                        self.on_step(StepInfo(state.global_step, total, stage.name, m, asdict(u)))
-                    end_of_stage = state.stage_step >= stage.steps
-                    out_of_time = (self.time_budget_s is not None and
-                                   time.perf_counter() - t_resume >= self.time_budget_s)
-                    if state.global_step % self.cfg.checkpoint_every == 0 or end_of_stage or \
-                            out_of_time or alarm_stop:
-                        state.card_ids = sorted(cards_seen)
-                        nxt = state if not end_of_stage else _next_stage(state, si)
-                        ck_path = write_checkpoint(
-                            self.run_dir, model=self.model, optimizer_state=self.opt.state_dict(),
-                            sampler_state={"stage": si, "state": sampler.state_dict()},
-                            state=nxt,
-                            meta=self._meta(m), keep=self.cfg.keep_checkpoints)
-                    done_here += 1
-                    if self.stop_after is not None and done_here >= self.stop_after:
-                        raise KeyboardInterrupt
-                    if out_of_time:
-                        self.notes.append(f"time budget of {self.time_budget_s:.0f} s spent "
-                                          f"after {state.global_step} steps")
-                        break
-                    if alarm_stop:
-                        break
-                sampler_state = None
-                if out_of_time or alarm_stop:
-                    break
-        finally:
-            metrics_f.close()
-            if writer is not None:
-                writer.close()
-        return TrainSummary(str(self.run_dir), state.global_step,
-                            str(ck_path) if ck_path else None, str(self.base_dir), self.base_sha,
-                            self.backend, asdict(state.unit), last, self.notes, alarm_stop)
+        return state, sampler_state
+
+    def _run_stage(self, loop: _Loop, si: int, sampler_state: dict[str, Any] | None) -> None:
+        """Steps of stage ``si`` until its step (or rollout) budget, the time budget or the
+        red-team alarm stops it."""
+        stage = self.cfg.stages[si]
+        sampler = self._sampler(si)
+        if sampler_state is not None and sampler_state.get("stage") == si:
+            sampler.load_state_dict(sampler_state["state"])
+        else:
+            loop.state.stage_step = 0
+        rollout = self.rollout_factory(self.model, self.tok, self.cfg, stage, self.backend)
+        rollouts_in_stage = 0
+        while loop.state.stage_step < stage.steps:
+            if stage.max_rollouts and rollouts_in_stage >= stage.max_rollouts:
+                break
+            m, n = self._step(loop, si, sampler, rollout)
+            rollouts_in_stage += n
+            loop.log.write(loop.state.global_step, stage.name, m, loop.acct.unit)
+            if self.on_step:
+                self.on_step(StepInfo(loop.state.global_step, self.cfg.total_steps, stage.name,
+                                      m, asdict(loop.acct.unit)))
+            end_of_stage = loop.state.stage_step >= stage.steps
+            loop.out_of_time = (self.time_budget_s is not None and
+                                loop.acct.elapsed() >= self.time_budget_s)
+            if loop.state.global_step % self.cfg.checkpoint_every == 0 or end_of_stage or \
+                    loop.out_of_time or loop.alarm_stop:
+                self._checkpoint(loop, si, sampler, m, end_of_stage)
+            loop.done_here += 1
+            if self.stop_after is not None and loop.done_here >= self.stop_after:
+                raise KeyboardInterrupt
+            if loop.out_of_time:
+                self.notes.append(f"time budget of {self.time_budget_s:.0f} s spent "
+                                  f"after {loop.state.global_step} steps")
+                break
+            if loop.alarm_stop:
+                break
+
+    def _step(self, loop: _Loop, si: int, sampler: BandSampler,
+              rollout: RolloutFn) -> tuple[dict[str, float], int]:
+        """One optimizer step on freshly drawn cards: its metrics and its rollout count."""
+        state = loop.state
+        t0 = time.perf_counter()
+        cards = sampler.draw(self.cfg.cards_per_step)
+        ctx = StepContext(state.global_step, cards, rollout,
+                          step_seed(self.cfg.seed, state.global_step))
+        res = self.opt.step(ctx)
+        sampler.update(res.trajectories)
+        loop.acct.add(res)
+        state.global_step += 1
+        state.stage_step += 1
+        state.stage_index = si
+        dt = time.perf_counter() - t0
+        m = dict(res.metrics)
+        m.update(step_s=dt, in_band=sampler.in_band(),
+                 tokens_per_s=sum(len(x.token_ids) for t in res.trajectories
+                                  for x in t.turns) / max(dt, 1e-9))
+        loop.alarm_stop = self._integrity(loop.alarm, state.global_step, res.trajectories, m)
+        loop.last = m
+        return m, len(res.trajectories)
+
+    def _checkpoint(self, loop: _Loop, si: int, sampler: BandSampler, m: dict[str, float],
+                    end_of_stage: bool) -> None:
+        """Save adapter, optimizer, sampler and state; at the end of a stage the saved state
+        points at the next stage."""
+        loop.state.card_ids = loop.acct.card_ids()
+        nxt = loop.state if not end_of_stage else _next_stage(loop.state, si)
+        loop.ck_path = write_checkpoint(
+            self.run_dir, model=self.model, optimizer_state=self.opt.state_dict(),
+            sampler_state={"stage": si, "state": sampler.state_dict()}, state=nxt,
+            meta=self._meta(m), keep=self.cfg.keep_checkpoints)
 
     def _integrity(self, alarm: HackAlarm, step: int, trajectories: Any,
                    m: dict[str, float]) -> str | None:
@@ -287,6 +285,43 @@ class Trainer:
         warn(ev.message)
         self.notes.append(ev.message)
         return ev.message if ev.stop else None
+
+
+class _MetricsLog:
+    """``metrics.jsonl`` (one line per step, with the units) and TensorBoard scalars."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.writer = _tb_writer(run_dir / "tb")
+        self.f = (run_dir / "metrics.jsonl").open("a")
+
+    def write(self, step: int, stage: str, m: dict[str, float], unit: Unit) -> None:
+        rec = {"step": step, "stage": stage, **m, "unit": asdict(unit)}
+        self.f.write(json.dumps(rec, sort_keys=True) + "\n")
+        self.f.flush()
+        if self.writer is not None:
+            for k, v in m.items():
+                self.writer.add_scalar(f"train/{k}", v, step)
+            self.writer.add_scalar("unit/rollouts", unit.rollouts, step)
+
+    def close(self) -> None:
+        self.f.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
+@dataclass
+class _Loop:
+    """What one call of :meth:`Trainer.run` carries from step to step."""
+
+    state: TrainerState
+    acct: Accounting
+    alarm: HackAlarm
+    log: _MetricsLog
+    ck_path: Path | None = None
+    last: dict[str, float] = field(default_factory=dict)
+    done_here: int = 0  # steps run by this process
+    out_of_time: bool = False
+    alarm_stop: str | None = None  # the alarm's message when it stopped the run
 
 
 def _next_stage(state: TrainerState, si: int) -> TrainerState:
