@@ -27,15 +27,8 @@ def _split_adapter(rest: str) -> tuple[str, str | None]:
 
 def resolve_builtin(name: str) -> Path:
     """The folder of a built-in base (``tiny``, ``smollm2``)."""
-    try:
-        from .. import basemodel
-    except ImportError as e:  # pragma: no cover - the package always ships basemodel
-        raise PolicyError("ceiling.basemodel is missing", fix="reinstall ceiling") from e
-    resolve = getattr(basemodel, "resolve", None)
-    if resolve is None:
-        raise PolicyError(f"built-in base {name!r} is not available in this build "
-                          "(ceiling.basemodel.resolve is missing)",
-                          fix="use hf:PATH with a local model folder")
+    from ..basemodel import resolve
+
     return Path(resolve(name))
 
 

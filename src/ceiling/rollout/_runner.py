@@ -39,7 +39,7 @@ from typing import Any
 
 from .._errors import ConfigError, PolicyError
 from ..cards import TaskCard
-from ..harness import Dialogue, Harness, HarnessConfig, ReplyError
+from ..harness import Dialogue, Harness, HarnessConfig, ReplyError, default_format
 from ..policies import Generation, Policy, SamplingParams
 from ..tools import Action
 from ..verify import Outcome, RewardSpec
@@ -100,11 +100,8 @@ def _harness_for(harness: Harness | HarnessConfig | None, policy: Policy) -> Har
         if harness.tokenizer is None and tok is not None:
             return Harness(harness.config, tokenizer=tok)
         return harness
-    if harness is None:
-        fmt = "json"
-        if tok is not None and not getattr(tok, "chat_template", None):
-            fmt = "line"
-        harness = HarnessConfig(format="line" if fmt == "line" else "json")
+    if harness is None:  # the one chooser, as ceiling eval uses it
+        harness = HarnessConfig(format=default_format(tok))  # type: ignore[arg-type]
     return Harness(harness, tokenizer=tok)
 
 

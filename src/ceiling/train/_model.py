@@ -84,8 +84,3 @@ def attach_lora(model: Any, *, r: int = 16, alpha: int = 32, dropout: float = 0.
     cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=present,
                      bias="none", task_type="CAUSAL_LM")
     return get_peft_model(model, cfg)
-
-
-def adapter_state(model: Any) -> dict[str, Any]:
-    """The adapter's trainable tensors (detached copies), by name."""
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}

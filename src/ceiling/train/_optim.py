@@ -65,13 +65,10 @@ def optimizer_factory(name: str) -> OptimizerFactory:
     if name == "grpo" and name not in _OPTIMIZERS:
         from . import _grpo  # noqa: F401 - registers itself
     if name == "es" and name not in _OPTIMIZERS:
-        try:
-            from . import _es  # type: ignore[attr-defined]  # noqa: F401
-        except ImportError:
-            pass
+        from . import _es  # noqa: F401 - registers itself
     if name not in _OPTIMIZERS:
         from .._errors import ConfigError
 
-        raise ConfigError(f"optimizer {name!r} is not available in this build",
+        raise ConfigError(f"unknown optimizer {name!r}",
                           fix=f"use one of {sorted(_OPTIMIZERS) or ['grpo']}")
     return _OPTIMIZERS[name]
