@@ -101,3 +101,15 @@ def test_generic_jsonl_and_errors(tmp_path: Path) -> None:
     f.write_text('{"nope": 1}\n')
     with pytest.raises(ConfigError, match=r"t.jsonl:1"):
         read_trajs(f)
+
+
+def test_copies_are_checked_against_a_protected_source() -> None:
+    from ceiling.synth._trajectories import build_card
+
+    pc = piece(T(("run", {"cmd": "cp ring.md soup.log"}, ""),
+                 ("run", {"cmd": "mv owl.txt sand.cfg"}, "")))
+    bodies = "\n".join(b for _n, b in pc.tests)
+    assert "data('soup.log') == data('ring.md')" in bodies  # a fixed body cannot pass
+    assert "data('sand.cfg') == b'content of owl.txt before the task\\n'" in bodies
+    card = build_card([pc], "single")
+    assert card.acceptance.protected == ["ring.md"]

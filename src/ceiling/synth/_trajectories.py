@@ -95,7 +95,24 @@ def data(rel):
 '''
 
 
-def _test_for(rec: Recovery, p: str, name: str) -> str | None:
+def unchanged(rec: Recovery) -> set[str]:
+    """Initial files the trajectory left as they were (read, or not touched): protected,
+    so a copy can be checked against its source."""
+    out = set()
+    for p, ex in rec.init_exists.items():
+        if not ex or p in rec.dirs or p in rec.final_mode:
+            continue
+        if p not in rec.final:
+            out.add(p)
+            continue
+        v = rec.final[p]
+        if v is not None and v.base == p and not v.ops:
+            out.add(p)
+    return out
+
+
+def _test_for(rec: Recovery, p: str, name: str, fills: dict[str, bytes],
+              keep: set[str]) -> str | None:
     v = rec.final.get(p, "missing")
     lines: list[str] = []
     if v is None:
@@ -106,6 +123,16 @@ def _test_for(rec: Recovery, p: str, name: str) -> str | None:
             lines.append(f"    assert data({p!r}).strip().isdigit(), 'a line count'")
         elif exact is not None:
             lines.append(f"    assert data({p!r}) == {exact!r}")
+        elif v.base is not None and v.base != p and not v.ops:  # type: ignore[union-attr]
+            # a pure move or copy of content never seen: against its protected source
+            # when that is still there, else against this card's own initial content
+            src = v.base  # type: ignore[union-attr]
+            if src in keep:
+                lines.append(f"    assert data({p!r}) == data({src!r})")
+            elif src in fills:
+                lines.append(f"    assert data({p!r}) == {fills[src]!r}")
+            else:
+                lines.append(f"    data({p!r})")
         else:
             lines.append(f"    got = data({p!r})")
             trail = b""
@@ -157,10 +184,12 @@ def piece(traj: Traj) -> Piece:
         raise Unrecoverable("not_solved", traj.outcome)
     rec = recover(traj)
     pc = Piece(traj, rec, rec.initial_files(), [], _oracle(rec))
+    fills = {p: d for p, (d, _m, _e) in pc.files.items()}
+    keep = unchanged(rec)
     for i, p in enumerate(sorted(rec.final)):
         if p in rec.dirs:
             continue
-        body = _test_for(rec, p, f"test_path_{i}")
+        body = _test_for(rec, p, f"test_path_{i}", fills, keep)
         if body:
             pc.tests.append((f"test_path_{i}", body))
     if not pc.tests:
@@ -225,7 +254,8 @@ def build_card(pcs: Sequence[Piece], kind: str) -> TaskCard:
         horizon=horizon_for_steps(steps), instruction=_instruction(pcs),
         budget=Budget(max_steps=max(30, 3 * steps), command_timeout_s=10.0,
                       episode_timeout_s=600.0),
-        acceptance=Acceptance(tests=ids, runner="files"),
+        acceptance=Acceptance(tests=ids, runner="files", protected=sorted(
+            {q for pc in pcs for q in unchanged(pc.rec)})),
         difficulty=min(10, len(pcs)), tags=["synth", "synth_traj", kind],
         template=f"synth_traj/{kind}")
     card.workspace = ws
