@@ -180,6 +180,17 @@ class Environment(_Model):
 
 
 class TaskCard(_Model):
+    """One task: the unit of environment scale (docs/task-cards.md).
+
+    ``id`` is versioned (``family/name-v1``); ``type`` and ``horizon`` classify it. The
+    agent sees ``instruction`` and the ``workspace`` files (over ``base_layers`` and the
+    ``environment`` image); ``tests`` (hidden until the episode ends), ``acceptance``
+    (protected paths, lint, runner), ``milestones`` and ``solution`` (the oracle) are for
+    the verifier and validation only. ``budget`` caps steps, seconds and output; ``faults``
+    are injected for recovery variants; ``feasible`` False means the right move is
+    ``give_up`` (``infeasible_reason`` says why). Files are kept out of ``task.yaml`` and
+    stored as folders beside it (:func:`~ceiling.cards.save_card`)."""
+
     id: str
     type: TaskType
     horizon: Horizon

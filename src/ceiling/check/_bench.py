@@ -41,7 +41,7 @@ class _TimingVerifier(Verifier):
         super().__init__()
         self.bare: list[float] = []
 
-    def verify(self, card: TaskCard, sandbox: Any, **kw: Any) -> Verdict:
+    def verify(self, card: TaskCard, sandbox: Sandbox, **kw: Any) -> Verdict:
         v = super().verify(card, sandbox, **kw)
         if card.feasible and kw.get("ended") == "submit":
             self.bare.append(bare_pytest(card, sandbox))

@@ -34,6 +34,10 @@ MAX_SEED = 2**32 - 1
 
 
 class Template(ABC):
+    """A procedural generator of task cards (one per ``family/name-vN``). ``generate`` is a
+    pure function of (rng, difficulty, variant), so ``make(template_id, seed=...)`` returns
+    the same card every time; ``@register`` adds the class to the registry."""
+
     family: ClassVar[str]
     name: ClassVar[str]
     version: ClassVar[int] = 1

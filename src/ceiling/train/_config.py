@@ -91,6 +91,11 @@ class StageConfig(_M):
 
 
 class TrainConfig(_M):
+    """A training run as read from YAML (docs/training.md): the frozen base, the optimizer
+    (GRPO or ES) and its settings, the LoRA adapter, sampling, the stages in order (each a
+    task mix, steps and a reward spec), checkpointing and where rollouts run. Unknown keys
+    are errors that name the key and the nearest valid one."""
+
     base: str = "builtin:tiny"
     optimizer: Literal["grpo", "es"] = "grpo"
     seed: int = 0

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cards import TaskCard
+from ..sandbox import Sandbox
 from . import _scan
 from ._grader import GradeResult, grade_in_sandbox
 from ._host import CopyLimit, copy_nofollow, grade_host
@@ -90,7 +91,7 @@ class Verifier:
     def __init__(self, spec: RewardSpec | None = None) -> None:
         self.spec = spec or RewardSpec()
 
-    def verify(self, card: TaskCard, sandbox: Any, *, ended: Ended = "submit",
+    def verify(self, card: TaskCard, sandbox: Sandbox, *, ended: Ended = "submit",
                history: Sequence[tuple[Any, str]] = ()) -> Verdict:
         t0 = time.perf_counter()
         try:
@@ -103,7 +104,7 @@ class Verifier:
         return v
 
     # ------------------------------------------------------------------
-    def _verify(self, card: TaskCard, sandbox: Any, ended: Ended,
+    def _verify(self, card: TaskCard, sandbox: Sandbox, ended: Ended,
                 history: Sequence[tuple[Any, str]]) -> Verdict:
         spec = self.spec
         live = card.acceptance.keep_processes  # grade the live sandbox (issue 15, _service)
@@ -156,7 +157,7 @@ class Verifier:
                            evidence=[why, *detail["hacks"]], detail=detail)
         return Verdict(outcome=Outcome.FAILED, reward=0.0, evidence=[why], detail=detail)
 
-    def _grade(self, card: TaskCard, final: Any, ended: Ended,
+    def _grade(self, card: TaskCard, final: Sandbox, ended: Ended,
                history: Sequence[tuple[Any, str]], spec: RewardSpec, tmp: Path) -> Verdict:
         runner = card.acceptance.runner
         host_mode = runner in ("subject", "files")
@@ -223,7 +224,7 @@ class Verifier:
                         milestones=milestones, detail=detail)
 
     @staticmethod
-    def _milestones(card: TaskCard, final: Any) -> dict[str, bool]:
+    def _milestones(card: TaskCard, final: Any) -> dict[str, bool]:  # + layer_ids, store
         """Milestone checks, after grading, in a new sandbox over the frozen final state's
         own layers (what grading ran in ``final`` is not there, and nothing the checks run
         reaches what was graded). Reported even when they do not pay."""
@@ -365,7 +366,7 @@ def _sandbox_died(sandbox: Any) -> bool:
     return proc is not None and proc.poll() is not None
 
 
-def verify(card: TaskCard, sandbox: Any, *, ended: Ended = "submit",
+def verify(card: TaskCard, sandbox: Sandbox, *, ended: Ended = "submit",
            history: Sequence[tuple[Any, str]] = (), spec: RewardSpec | None = None) -> Verdict:
     """Grade ``sandbox``'s current state for ``card`` (see :class:`Verifier`)."""
     return Verifier(spec).verify(card, sandbox, ended=ended, history=history)
