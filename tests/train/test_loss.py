@@ -89,10 +89,12 @@ def test_k3_kl_is_positive_away_from_reference() -> None:
 def test_collate_aligns_completion_mask_and_old_logprobs() -> None:
     s = [Sample([5, 6, 7], [8, 9], [-0.1, -0.2], 1.0), Sample([5], [8, 9, 3], [-1, -2, -3], -1.0)]
     b = collate(s, pad_id=0)
-    assert b.input_ids.tolist() == [[5, 6, 7, 8, 9], [5, 8, 9, 3, 0]]
-    assert b.mask.tolist() == [[0, 0, 1, 1], [1, 1, 1, 0]]
-    assert b.old_logp[0, 2:].tolist() == pytest.approx([-0.1, -0.2])
-    assert b.tokens == 5
+    # prompts left-padded, completions right-padded: completions all start at column 3
+    assert b.input_ids.tolist() == [[5, 6, 7, 8, 9, 0], [0, 0, 5, 8, 9, 3]]
+    assert b.attention_mask.tolist() == [[1, 1, 1, 1, 1, 0], [0, 0, 1, 1, 1, 1]]
+    assert b.mask.tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert b.old_logp.flatten().tolist() == pytest.approx([-0.1, -0.2, 0.0, -1, -2, -3])
+    assert b.tokens == 5 and b.keep == 3
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])

@@ -26,6 +26,9 @@ def bench_train(
     base: Annotated[str, typer.Option("--base", help="auto (builtin:tiny if present, else a "
                                       "random tiny Llama), builtin:tiny, or hf:PATH")] = "auto",
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    threads: Annotated[int | None, typer.Option(
+        "--threads", min=1, help="torch intra-op threads for both trainers (default: "
+                                 "torch's); 1 repeats best on a shared, busy machine")] = None,
 ) -> None:
     """Seconds per GRPO step and generated tokens/s for ceiling and for TRL's GRPOTrainer
     on the same tiny model, prompts, group size and reward, measured in this run, with the
@@ -39,7 +42,8 @@ def bench_train(
     from ..train._trl_bench import TrainBenchSettings, run_train_bench
 
     s = TrainBenchSettings(steps=steps, warmup=warmup, prompts=prompts, group_size=group_size,
-                           max_new_tokens=max_new_tokens, base=base, seed=seed)
+                           max_new_tokens=max_new_tokens, base=base, seed=seed,
+                           threads=threads)
     err = Console(stderr=True)
     with err.status("benchmarking training") as status:
         result = run_train_bench(s, progress=lambda m: status.update(f"train bench: {m}"))
@@ -52,7 +56,8 @@ def bench_train(
               f"trl {result['trl_version']})")
     out.print(f"ceiling: {c['s_per_step']} s/step, {c['tokens_per_s']} tokens/s")
     out.print(f"TRL:     {t['s_per_step']} s/step, {t['tokens_per_s']} tokens/s")
-    out.print(f"TRL s/step over ceiling s/step: {result['ratio_trl_over_ceiling_s_per_step']}")
+    out.print(f"TRL s/step over ceiling s/step: {result['ratio_trl_over_ceiling_s_per_step']} "
+              f"(CPU time: {result['ratio_trl_over_ceiling_cpu_s_per_step']})")
     lc = result["loss_check"]
     out.print(f"per-token loss, max |ceiling - TRL| over {lc['tokens']} tokens: "
               f"{lc['max_abs_diff_per_token_loss']:.2e}")

@@ -5,8 +5,10 @@
 :class:`PolicyRequest` and returns one :class:`Generation` per request.
 """
 
+from ._hf import adapters_off, merged_lora
 from ._load import KINDS, load_policy, policy_tokenizer, resolve_builtin
 from ._types import Generation, Policy, PolicyRequest, SamplingParams, sampling_params
 
-__all__ = ["KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "load_policy",
-           "policy_tokenizer", "resolve_builtin", "sampling_params"]
+__all__ = ["KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "adapters_off",
+           "load_policy", "merged_lora", "policy_tokenizer", "resolve_builtin",
+           "sampling_params"]

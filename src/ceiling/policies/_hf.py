@@ -12,13 +12,22 @@ Replies stop at the tokenizer's EOS or at the first stop string; the returned
 ends before the stop string. ``prompt_token_ids`` are the prompt's ids without padding.
 Line-format requests (``request.prompt`` set) are tokenized as raw text; chat requests go
 through the tokenizer's chat template.
+
+A LoRA model of at most :data:`MERGE_MAX_PARAMS` parameters samples with the adapter
+merged into the base weights (:func:`merged_lora`): on a small model the LoRA branch's
+extra kernels cost more than the merge. The exact base weights are written back after each
+batch (a float merge/unmerge would leave rounding residue in the frozen base); recorded
+log-probs then differ from the unmerged model's by float rounding only (~1e-6).
 """
 
 from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Sequence
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -132,11 +141,12 @@ class HFPolicy:
         was_training = bool(getattr(self.model, "training", False))
         self.model.eval()  # no dropout while sampling; a trainer's mode is restored below
         try:
-            for start in range(0, len(encoded), self.max_batch):
-                chunk = encoded[start:start + self.max_batch]
-                gens = self._generate_ids([ids for _, ids in chunk], sampling)
-                for (i, _), g in zip(chunk, gens, strict=True):
-                    out[i] = g
+            with _MERGE_LOCK, merged_lora(self.model):
+                for start in range(0, len(encoded), self.max_batch):
+                    chunk = encoded[start:start + self.max_batch]
+                    gens = self._generate_ids([ids for _, ids in chunk], sampling)
+                    for (i, _), g in zip(chunk, gens, strict=True):
+                        out[i] = g
         finally:
             if was_training:
                 self.model.train()
@@ -175,13 +185,13 @@ class HFPolicy:
             last_pos = pos[:, -1]
             for _ in range(sp.max_new_tokens):
                 nxt, lp = self._sample(logits, sp, gen)
-                for r in range(n):
+                for r, (t, lv) in enumerate(zip(nxt.tolist(), lp.tolist(), strict=True)):
                     if done[r]:
                         continue
-                    t = int(nxt[r])
                     new_ids[r].append(t)
-                    new_lp[r].append(float(lp[r]))
-                    if eos is not None and t == eos or stop and self._hit_stop(new_ids[r], stop):
+                    new_lp[r].append(lv)
+                    if eos is not None and t == eos or stop and self._may_stop(t, stop) and \
+                            self._hit_stop(new_ids[r], stop):
                         done[r], reason[r] = True, "stop"
                 if all(done):
                     break
@@ -203,6 +213,16 @@ class HFPolicy:
                                    prompt_token_ids=list(prompts[r]), finish_reason=reason[r]))
         return gens
 
+    def _may_stop(self, token: int, stop: list[str]) -> bool:
+        """False only when ``token`` cannot complete any stop string: every stop string is
+        ASCII and the token's text lacks its last character (the decode of the tail is
+        then skipped). Token texts are cached."""
+        cache: dict[int, str] = self.__dict__.setdefault("_token_text", {})
+        text = cache.get(token)
+        if text is None:
+            text = cache[token] = self.tokenizer.decode([token], skip_special_tokens=True)
+        return any(not x.isascii() or x[-1] in text for x in stop)
+
     def _hit_stop(self, ids: list[int], stop: list[str]) -> bool:
         tail = self.tokenizer.decode(ids[-16:], skip_special_tokens=True)
         return any(s in tail for s in stop)
@@ -222,6 +242,80 @@ class HFPolicy:
         logp = torch.log_softmax(z, -1)
         nxt = torch.multinomial(logp.exp(), 1, generator=gen)[:, 0]
         return nxt, logp.gather(-1, nxt[:, None])[:, 0]
+
+
+MERGE_MAX_PARAMS = 20_000_000  # above this the LoRA branch is a small share of a forward
+_MERGE_LOCK = threading.RLock()  # merging writes shared weights: one batch at a time
+_N_PARAMS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def merged_lora(model: Any) -> Iterator[None]:
+    """Within the block, ``model`` (a PEFT LoRA model of at most :data:`MERGE_MAX_PARAMS`
+    parameters, adapters enabled and not merged) computes with ``W + B @ A * scale`` in its
+    base layers and the LoRA branches switched off; afterwards the exact base weights and
+    the branches are restored. Any other model is left as it is.
+    Not for use while the model trains."""
+    import torch
+
+    layers = _lora_layers(model)
+    if not layers:
+        yield
+        return
+    weights = [m.get_base_layer().weight for m in layers]
+    saved = [w.detach().clone() for w in weights]
+    try:
+        with torch.no_grad():
+            for m, w in zip(layers, weights, strict=True):
+                for name in m.active_adapters:
+                    if name in m.lora_A:
+                        w.add_(m.get_delta_weight(name).to(w.dtype))
+                # the layer computes base_layer(x) only (what its disable_adapters reads;
+                # enable_adapters() would also toggle requires_grad, walking every module)
+                m._disable_adapters = True
+        yield
+    finally:
+        with torch.no_grad():
+            for m, w, c in zip(layers, weights, saved, strict=True):
+                w.copy_(c)
+                m._disable_adapters = False
+
+
+@contextmanager
+def adapters_off(model: Any) -> Iterator[None]:
+    """``model.disable_adapter()`` for a PEFT LoRA model (the base alone computes), by
+    switching each LoRA layer's branch off directly: PEFT's context also walks every
+    module twice to check and toggle ``requires_grad``, which costs a small model a good
+    share of a forward pass. Other models go through ``model.disable_adapter()``."""
+    layers = _lora_layers(model, any_size=True)
+    if not layers:
+        with model.disable_adapter():
+            yield
+        return
+    try:
+        for m in layers:
+            m._disable_adapters = True
+        yield
+    finally:
+        for m in layers:
+            m._disable_adapters = False
+
+
+def _lora_layers(model: Any, any_size: bool = False) -> list[Any]:
+    """The LoRA layers of ``model`` when sampling through merged weights applies, else []."""
+    try:
+        from peft.tuners.lora import LoraLayer
+    except ImportError:  # pragma: no cover - peft is a dependency
+        return []
+    layers = [m for m in model.modules() if isinstance(m, LoraLayer)]
+    if any(m.merged or m.disable_adapters or m.use_dora.get(n, False) or
+           not hasattr(m, "_disable_adapters") or not hasattr(m.get_base_layer(), "weight")
+           for m in layers for n in m.active_adapters):
+        return []
+    n = _N_PARAMS.get(model)
+    if n is None:
+        n = _N_PARAMS[model] = sum(p.numel() for p in model.parameters())
+    return layers if any_size or n <= MERGE_MAX_PARAMS else []
 
 
 def _cache_of(res: Any) -> Any:

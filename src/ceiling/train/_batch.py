@@ -74,33 +74,45 @@ def samples_from_groups(groups: Sequence[Sequence[Trajectory]], *, eps: float = 
 
 @dataclass
 class Batch:
-    input_ids: torch.Tensor  # [B, T] right-padded prompt + completion
-    attention_mask: torch.Tensor  # [B, T]
-    mask: torch.Tensor  # [B, T-1] 1 where logp[:, j] scores a completion token
-    old_logp: torch.Tensor  # [B, T-1] recorded sampling log-probs at those positions
+    """Prompts left-padded to the longest prompt ``P``, completions right-padded to the
+    longest completion ``C`` (TRL's layout): every completion starts at column ``P``, so
+    the log-probs of all completion tokens are the last ``C`` scores of the sequence
+    (:func:`~ceiling.train._loss.sequence_logprobs` with ``keep=C``) and the LM head runs on
+    those positions only. Columns of ``mask``/``old_logp`` are completion token indices."""
+
+    input_ids: torch.Tensor  # [B, P + C]
+    attention_mask: torch.Tensor  # [B, P + C]
+    mask: torch.Tensor  # [B, C] 1 on the sample's completion tokens
+    old_logp: torch.Tensor  # [B, C] recorded sampling log-probs of those tokens
     advantages: torch.Tensor  # [B]
 
     @property
     def tokens(self) -> int:
         return int(self.mask.sum())
 
+    @property
+    def keep(self) -> int:
+        """How many trailing scores hold completion tokens (``C``)."""
+        return int(self.mask.shape[1])
+
 
 def collate(samples: Sequence[Sample], pad_id: int, device: str | torch.device = "cpu") -> Batch:
-    """Right-pad ``prompt + completion``; align masks and old log-probs with
-    :func:`~ceiling.train._loss.sequence_logprobs` (index ``j`` scores token ``j + 1``)."""
+    """Lay samples out as :class:`Batch` says (left-padded prompts, right-padded
+    completions); ``mask``/``old_logp`` column ``j`` is completion token ``j``."""
     if not samples:
         raise ValueError("collate needs at least one sample")
-    T = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
+    P = max(len(s.prompt_ids) for s in samples)
+    C = max(len(s.completion_ids) for s in samples)
     B = len(samples)
-    ids = torch.full((B, T), pad_id, dtype=torch.long)
-    att = torch.zeros((B, T), dtype=torch.long)
-    mask = torch.zeros((B, T - 1), dtype=torch.float32)
-    old = torch.zeros((B, T - 1), dtype=torch.float32)
+    ids = torch.full((B, P + C), pad_id, dtype=torch.long)
+    att = torch.zeros((B, P + C), dtype=torch.long)
+    mask = torch.zeros((B, C), dtype=torch.float32)
+    old = torch.zeros((B, C), dtype=torch.float32)
     for i, s in enumerate(samples):
         p, c = len(s.prompt_ids), len(s.completion_ids)
-        ids[i, :p + c] = torch.tensor(s.prompt_ids + s.completion_ids)
-        att[i, :p + c] = 1
-        mask[i, p - 1:p + c - 1] = 1.0
-        old[i, p - 1:p + c - 1] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+        ids[i, P - p:P + c] = torch.tensor(s.prompt_ids + s.completion_ids)
+        att[i, P - p:P + c] = 1
+        mask[i, :c] = 1.0
+        old[i, :c] = torch.tensor(s.old_logprobs, dtype=torch.float32)
     adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
     return Batch(ids.to(device), att.to(device), mask.to(device), old.to(device), adv.to(device))

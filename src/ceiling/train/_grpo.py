@@ -9,7 +9,8 @@ The ratio uses the log-probs the rollout *recorded* while sampling; the first pa
 reports how far the recomputed log-probs are from them (``logprob_max_abs_diff``: it
 should be ~1e-5 in fp32; a large value means the policy and the trainer see different
 distributions — another temperature, top-p, or tokenization). The reference is the same
-model with the adapter disabled (``with model.disable_adapter():``), so no second copy.
+model with the adapter disabled (:func:`~ceiling.policies._hf.adapters_off`: PEFT's
+``disable_adapter`` without its module walks), so no second copy.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class GRPO:
 
     def _logp(self, batch: Any) -> torch.Tensor:
         logp = sequence_logprobs(self.model, batch.input_ids, batch.attention_mask,
-                                 self.s.temperature)
+                                 self.s.temperature, keep=batch.keep)
         if self.s.top_p < 1.0:  # pragma: no cover - the training config has no top_p knob
             from .._errors import ConfigError
 
@@ -76,9 +77,11 @@ class GRPO:
     def _ref(self, batch: Any) -> torch.Tensor | None:
         if self.s.loss.beta == 0.0:
             return None
-        with torch.no_grad(), self.model.disable_adapter():
+        from ..policies import adapters_off
+
+        with torch.no_grad(), adapters_off(self.model):
             return sequence_logprobs(self.model, batch.input_ids, batch.attention_mask,
-                                     self.s.temperature)
+                                     self.s.temperature, keep=batch.keep)
 
     def update(self, groups: Sequence[Sequence[Trajectory]]) -> StepResult:
         """One GRPO update from scored groups (usable without a rollout: tests feed
@@ -143,12 +146,8 @@ def recompute_logprobs(model: Any, samples: Sequence[Sample], pad_id: int,
     """The model's log-probs of each sample's completion tokens (for checks and tests)."""
     b = collate(samples, pad_id, next(model.parameters()).device)
     with torch.no_grad():
-        logp = sequence_logprobs(model, b.input_ids, b.attention_mask, temperature)
-    out = []
-    for i, s in enumerate(samples):
-        p = len(s.prompt_ids)
-        out.append(logp[i, p - 1:p - 1 + len(s.completion_ids)].tolist())
-    return out
+        logp = sequence_logprobs(model, b.input_ids, b.attention_mask, temperature, keep=b.keep)
+    return [logp[i, :len(s.completion_ids)].tolist() for i, s in enumerate(samples)]
 
 
 register_optimizer("grpo", lambda model, settings, pad_id, **_: GRPO(model, settings, pad_id))

@@ -44,20 +44,33 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
 
 
 def sequence_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      temperature: float = 1.0) -> torch.Tensor:
+                      temperature: float = 1.0, keep: int | None = None) -> torch.Tensor:
     """Log-prob of every token given its prefix: ``out[b, t]`` is log p(input_ids[b, t+1]).
 
-    Shape ``[B, T-1]``. Position ids come from the attention mask (cumulative sum), so left-
-    or right-padded batches give the same numbers as unpadded ones. Logits are divided by
-    ``temperature`` to score the distribution the sampler actually drew from.
+    Shape ``[B, T-1]``; with ``keep`` only the last ``keep`` of those, ``[B, keep]`` (the
+    log-probs of the last ``keep`` tokens), and the LM head and softmax run on those
+    positions only (``logits_to_keep``, when the model's forward takes it). Position ids
+    come from the attention mask (cumulative sum), so left- or right-padded batches give
+    the same numbers as unpadded ones. Logits are divided by ``temperature`` to score the
+    distribution the sampler actually drew from.
     """
     pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    T = input_ids.shape[1]
+    k = T - 1 if keep is None else min(int(keep), T - 1)
+    extra = {"logits_to_keep": k + 1} if keep is not None and _takes_logits_to_keep(model) else {}
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos,
-                   use_cache=False).logits[:, :-1, :].float()
+                   use_cache=False, **extra).logits[:, -(k + 1):-1, :].float()
     if temperature != 1.0:
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)
-    return logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return logp.gather(-1, input_ids[:, T - k:].unsqueeze(-1)).squeeze(-1)
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters
 
 
 def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,

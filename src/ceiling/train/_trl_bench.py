@@ -9,7 +9,12 @@ same reward function of the reply text. Single-turn: no sandbox, so both can run
 A step is: sample ``prompts x group_size`` completions (stopping at a newline), score
 them, one optimizer update. Seconds per step and generated tokens/s are medians over the
 timed steps after ``warmup`` untimed ones; ``ratio`` is TRL's seconds per step over
-ceiling's (> 1: ceiling is faster).
+ceiling's (> 1: ceiling is faster). Each step is timed twice: wall clock and the process's
+CPU time (``time.process_time``; ``cpu_s_per_step``). On a shared, oversubscribed machine
+wall time mostly measures the wait for a core, so the CPU-time ratio is the one that
+repeats; with several torch threads an oversubscribed machine also inflates CPU time
+(threads spin at barriers while a sibling waits for a core), so ``threads`` (default:
+torch's) sets the intra-op threads of both trainers for the run.
 
 TRL settings that differ from its defaults, to make the comparison like for like (see
 research/cpu-feasibility.md §5): ``beta`` 0.04 (default 0), ``loss_type="bnpo"`` (token
@@ -54,6 +59,7 @@ class TrainBenchSettings:
     lora_r: int = 16
     seed: int = 0
     base: str = "auto"  # "auto": builtin:tiny if present, else a random tiny Llama
+    threads: int | None = None  # torch intra-op threads for both trainers (None: as is)
 
 
 def trl_available() -> bool:
@@ -164,10 +170,12 @@ def _ceiling_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
         s.group_size, loss=LossConfig(beta=s.beta, clip_low=s.clip, clip_high=s.clip,
                                       aggregation="token")), int(tok.pad_token_id))
     times: list[float] = []
+    cpu: list[float] = []
     toks: list[int] = []
     zero_var = 0
     for step in range(s.warmup + s.steps):
         t0 = time.perf_counter()
+        c0 = time.process_time()
         reqs = [PolicyRequest(messages=[], prompt=p) for p in prompts for _ in range(s.group_size)]
         gens = policy.generate(reqs, SamplingParams(temperature=1.0,
                                                     max_new_tokens=s.max_new_tokens,
@@ -187,12 +195,13 @@ def _ceiling_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
                                 prompt_token_ids=gen.prompt_token_ids)]))
             groups.append(g)
         res = grpo.update(groups)
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         if step >= s.warmup:
             times.append(dt)
+            cpu.append(dc)
             toks.append(sum(len(g.token_ids) for g in gens))
             zero_var += int(res.metrics.get("groups_zero_variance", 0))
-    return _summary(times, toks) | {"groups_zero_variance": zero_var}
+    return _summary(times, toks, cpu) | {"groups_zero_variance": zero_var}
 
 
 def _trl_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
@@ -227,14 +236,16 @@ def _trl_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
         return [reward(p, c) for p, c in zip(prompts, completions, strict=True)]
 
     times: list[float] = []
-    t_start = [0.0]
+    cpu: list[float] = []
+    t_start = [0.0, 0.0]
 
     class Timer(TrainerCallback):  # type: ignore[misc]
         def on_step_begin(self, *a: Any, **k: Any) -> None:
-            t_start[0] = time.perf_counter()
+            t_start[:] = [time.perf_counter(), time.process_time()]
 
         def on_step_end(self, *a: Any, **k: Any) -> None:
             times.append(time.perf_counter() - t_start[0])
+            cpu.append(time.process_time() - t_start[1])
 
     trainer = GRPOTrainer(model=model, reward_funcs=reward_fn, args=args,
                           train_dataset=Dataset.from_dict({"prompt": prompts}),
@@ -245,15 +256,16 @@ def _trl_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
             if "completions/mean_length" in h]
     n = s.prompts * s.group_size
     toks = [round(m * n) for m in lens]
-    return _summary(times[s.warmup:], toks[s.warmup:])
+    return _summary(times[s.warmup:], toks[s.warmup:], cpu[s.warmup:])
 
 
-def _summary(times: list[float], toks: list[int]) -> dict[str, Any]:
+def _summary(times: list[float], toks: list[int], cpu: list[float]) -> dict[str, Any]:
     rates = [t / max(dt, 1e-9) for t, dt in zip(toks, times, strict=False)]
     return {"s_per_step": round(statistics.median(times), 4) if times else None,
+            "cpu_s_per_step": round(statistics.median(cpu), 4) if cpu else None,
             "tokens_per_s": round(statistics.median(rates), 1) if rates else None,
             "steps_timed": len(times), "step_s": [round(t, 4) for t in times],
-            "generated_tokens": toks}
+            "step_cpu_s": [round(t, 4) for t in cpu], "generated_tokens": toks}
 
 
 # -- the loss cross-check ------------------------------------------------------------------
@@ -390,6 +402,18 @@ def run_train_bench(s: TrainBenchSettings = TrainBenchSettings(),
         raise ConfigError("the train benchmark needs TRL for the comparison",
                           fix="pip install trl  (the 'dev' extra)")
     say = progress or (lambda _m: None)
+    threads_before = torch.get_num_threads()
+    if s.threads:
+        torch.set_num_threads(s.threads)
+    try:
+        return _run(s, say)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _run(s: TrainBenchSettings, say: Callable[[str], None]) -> dict[str, Any]:
+    import torch
+
     with tempfile.TemporaryDirectory(prefix="ceiling-bench-train-") as d:
         work = Path(d)
         say("preparing the base")
@@ -407,11 +431,16 @@ def run_train_bench(s: TrainBenchSettings = TrainBenchSettings(),
 
     ratio = (trl["s_per_step"] / ours["s_per_step"]
              if ours["s_per_step"] and trl["s_per_step"] else None)
+    cpu_ratio = (trl["cpu_s_per_step"] / ours["cpu_s_per_step"]
+                 if ours["cpu_s_per_step"] and trl["cpu_s_per_step"] else None)
     return {
         "base": label, "settings": asdict(s), "torch_threads": torch.get_num_threads(),
         "trl_version": trl_mod.__version__,
         "ceiling": ours, "trl": trl,
         "ratio_trl_over_ceiling_s_per_step": round(ratio, 3) if ratio else None,
+        "ratio_trl_over_ceiling_cpu_s_per_step": round(cpu_ratio, 3) if cpu_ratio else None,
+        "ceiling_over_trl_s_per_step": round(1 / ratio, 3) if ratio else None,
+        "ceiling_over_trl_cpu_s_per_step": round(1 / cpu_ratio, 3) if cpu_ratio else None,
         "ratio_ceiling_over_trl_tokens_per_s": round(ours["tokens_per_s"] / trl["tokens_per_s"],
                                                      3) if trl["tokens_per_s"] and
         ours["tokens_per_s"] else None,
