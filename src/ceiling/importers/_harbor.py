@@ -541,6 +541,14 @@ def import_harbor(path: str | os.PathLike[str], out: str | os.PathLike[str], *,
     if not root.is_dir():
         raise CeilingError(f"{root} is not a folder", where=str(root),
                            fix="point at a Harbor task folder or a folder of them")
+    if build:
+        from ..sandbox._launch import namespaces_available
+
+        why = namespaces_available()
+        if why:
+            raise CeilingError(f"cannot build the tasks' images: {why}", where="import harbor",
+                               fix="run as root on Linux, or pass --no-build to check the "
+                                   "mapping only")
     tasks = [t for t in find_tasks(root) if only is None or fnmatch.fnmatch(t.name, only)]
     if not tasks:
         raise CeilingError(f"no Harbor task (task.toml + instruction.md) under {root}",
