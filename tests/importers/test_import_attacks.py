@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -147,7 +148,18 @@ def test_card_files_at_etc_never_replace_the_sandbox_users(tmp_path: Path) -> No
 @needs_ns
 def test_build_sandbox_cannot_reach_host_files_or_kernel_knobs(tmp_path: Path) -> None:
     before = Path("/proc/sys/kernel/hostname").read_text()
+    host_srv = socket.socket()
+    host_srv.bind(("127.0.0.1", 0))
+    host_srv.listen(4)
+    port = host_srv.getsockname()[1]
+    curl = "curl -s -m 10 -o /dev/null"
     probe = (
+        f"({curl} https://example.com/ && echo web-ok || echo web-denied;"
+        f" {curl} -x http://127.0.0.1:3128 http://127.0.0.1:{port}/ && echo hostlo-ok"
+        " || echo hostlo-via-proxy-denied;"
+        f" {curl} --noproxy '*' http://127.0.0.1:{port}/ && echo hostlo-ok"
+        " || echo hostlo-direct-denied"
+        ") 2>/dev/null > /app/net.txt;"
         "(echo pwned > /proc/sys/kernel/hostname && echo sysctl-ok || echo sysctl-denied;"
         " mount -t tmpfs t /mnt 2>/dev/null && echo mount-ok || echo mount-denied;"
         " mknod /tmp/sda b 8 0 2>/dev/null && echo mknod-ok || echo mknod-denied;"
@@ -160,6 +172,9 @@ def test_build_sandbox_cannot_reach_host_files_or_kernel_knobs(tmp_path: Path) -
         ") 2>/dev/null > /app/report.txt")
     img = build_image([RunStep(probe, cwd="/app", workspace=True)], workdir="/app",
                       workspace={})
+    host_srv.close()
+    assert img.workspace["net.txt"].data.decode().split() == [
+        "web-denied", "hostlo-via-proxy-denied", "hostlo-direct-denied"]
     report = img.workspace["report.txt"].data.decode().split()
     assert report == ["sysctl-denied", "mount-denied", "mknod-denied", "shadow-absent",
                       "work-absent", "roothome-absent", "unix-denied",

@@ -8,8 +8,9 @@ prepared /etc for the build: the host's package-manager configuration, never its
 ``run``, ``cwd``, ``env``, ``timeout``, ``seccomp`` (hex), ``log`` (an fd number for the
 step's output).
 
-It unshares mount, PID, IPC and UTS namespaces (not the network: a build reaches what the
-host reaches, see docs/import.md) and forks; the child, PID 1 of the new PID namespace,
+It unshares mount, PID, IPC, UTS and network namespaces: the build's network is a loopback
+whose ``127.0.0.1:3128`` the host's registry proxy serves (:mod:`._proxy`: the package
+registries and nothing else; ``network``), and forks; the child, PID 1 of the new PID namespace,
 builds a root from an allow-list and never from the host's ``/``:
 
 - ``/`` is an overlay of the parent layers over a skeleton; writes land in ``upper/root``;
@@ -33,10 +34,13 @@ import ctypes
 import json
 import os
 import signal
+import struct
 import sys
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x04000000, 0x08000000, \
     0x20000000
+CLONE_NEWNET = 0x40000000
+PROXY_PORT = 3128
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
@@ -202,12 +206,41 @@ def run_step(cfg: dict) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def network(cfg: dict) -> None:
+    """In the build's own network namespace: bring up the loopback, listen on
+    127.0.0.1:PROXY_PORT and hand the listening socket to the host's registry proxy (over
+    ``cfg["proxy"]``, a unix socket the host passed): the host accepts and vets every
+    connection; nothing in here holds a way out."""
+    import fcntl
+    import socket
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ifr = struct.pack("16sH14s", b"lo", 0, b"")
+    flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, ifr))[1]  # SIOCGIFFLAGS
+    fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))  # IFF_UP
+    s.close()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", PROXY_PORT))
+    listener.listen(64)
+    chan = socket.socket(fileno=int(cfg["proxy"]))
+    socket.send_fds(chan, [b"L"], [listener.fileno()])
+    chan.close()
+    listener.close()
+
+
 def main() -> None:
     fd = int(sys.argv[1])
     cfg = json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
     os.close(fd)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+                        | CLONE_NEWNET), "unshare")
+    try:
+        network(cfg)
+    except OSError as e:
+        os.write(int(cfg["log"]), f"ceiling-build: cannot set up the network: {e}\n".encode())
+        sys.exit(125)
     pid = os.fork()
     if pid:
         _, status = os.waitpid(pid, 0)

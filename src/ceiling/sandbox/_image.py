@@ -15,14 +15,13 @@ removed), ``<id>/work/`` the workspace after the step, ``<id>/meta.json`` what b
 Run-time sandboxes show the layers read-only over the allow-listed root (``Limits.rootfs``,
 see ``_holder.image_overlays``) and never have network.
 
-What a build can reach (the limit of this design, also in docs/import.md): the build
-sandbox shares the host's network namespace, so it reaches whatever the host reaches (on
-the project's machines only the package registries; elsewhere, also the host's loopback
-services and its LAN). Its root is an allow-list (system folders, a copy of the host's
-world-readable ``/etc``, dpkg's and apt's state), never the host's ``/``, home folders or
-the project; it runs as root with a reduced capability set, ``no_new_privs``, the
-sandbox's seccomp filter and one more that refuses ``socket(AF_UNIX)`` (the host's abstract
-unix sockets share its network namespace: :func:`no_unix_sockets`). Requires root.
+What a build can reach (also in docs/import.md): the package registries and nothing else.
+The build sandbox has its own network namespace (a loopback); its only way out is the host's
+registry proxy (:mod:`._proxy`) behind ``127.0.0.1:3128``. Its root is an allow-list (system
+folders, a copy of the host's world-readable ``/etc``, dpkg's and apt's state), never the
+host's ``/``, home folders or the project; it runs as root with a reduced capability set,
+``no_new_privs``, the sandbox's seccomp filter and one more that refuses ``socket(AF_UNIX)``
+(:func:`no_unix_sockets`). Requires root.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import stat
 import subprocess
 import time
@@ -44,6 +44,7 @@ from .._tree import FileEntry, FileTree, read_tree, tree_hash, write_tree
 from . import _runtime, _seccomp
 from ._launch import namespaces_available
 from ._layers import ceiling_home
+from ._proxy import RegistryProxy
 
 BUILDER = str(Path(__file__).with_name("_builder.py"))
 VERSION = "1"
@@ -279,9 +280,9 @@ def _build_etc(dst: Path) -> None:
 
 def no_unix_sockets(arch: str | None = None) -> bytes:
     """A second seccomp filter for build steps: ``socket(AF_UNIX, ...)`` fails with EPERM
-    (``socketpair`` stays allowed). The build shares the host's network namespace, and with it
-    the host's *abstract* unix sockets, which have no permission check; a root build step
-    must not reach them (the containerd-shim class of escapes)."""
+    (``socketpair`` stays allowed). Defence in depth: abstract unix sockets belong to a
+    network namespace and have no permission check (the containerd-shim class of escapes);
+    the build has a namespace of its own, and its root steps need no unix sockets."""
     import struct
 
     arch = arch or os.uname().machine
@@ -426,22 +427,37 @@ def _run_build(store: ImageStore, lowers: list[str], step: RunStep, ws: FileTree
            "DEBIAN_FRONTEND": "noninteractive", "PIP_BREAK_SYSTEM_PACKAGES": "1",
            "PIP_ROOT_USER_ACTION": "ignore", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
            "PIP_NO_CACHE_DIR": "1", "PYTHONDONTWRITEBYTECODE": "1", **dict(step.env)}
+    proxy = "http://127.0.0.1:3128"
+    env.update({"http_proxy": proxy, "https_proxy": proxy, "HTTP_PROXY": proxy,
+                "HTTPS_PROXY": proxy, "no_proxy": "localhost,127.0.0.1",
+                "NO_PROXY": "localhost,127.0.0.1", "npm_config_proxy": proxy,
+                "npm_config_https_proxy": proxy})
     log = os.memfd_create("ceiling-build-log", os.MFD_CLOEXEC)
     res_r, res_w = os.pipe()
+    chan, chan_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    chan.settimeout(60)
     cfg = {"mnt": str(tmp / "mnt"), "upper": str(tmp / "upper"), "work": str(tmp / "work"),
            "skel": str(tmp / "skel"), "etc": str(etc), "lowers": lows,
            "run": step.run, "cwd": step.cwd, "env": env, "timeout": step.timeout_s,
            "seccomp": _seccomp.program().hex(), "seccomp2": no_unix_sockets().hex(),
-           "log": log, "result": res_w}
+           "log": log, "result": res_w, "proxy": chan_child.fileno()}
     cfg_fd = os.memfd_create("ceiling-build-cfg", os.MFD_CLOEXEC)
     os.write(cfg_fd, json.dumps(cfg).encode())
+    proxy_srv: RegistryProxy | None = None
     try:
         proc = subprocess.Popen([_runtime.base_python(), "-I", "-S", BUILDER, str(cfg_fd)],
-                                pass_fds=(cfg_fd, log, res_w), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env={"PATH": BUILD_PATH})
+                                pass_fds=(cfg_fd, log, res_w, chan_child.fileno()),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, env={"PATH": BUILD_PATH})
         os.close(res_w)
         res_w = -1
+        chan_child.close()
+        try:  # the build's listening socket (127.0.0.1:3128 in its namespace)
+            _, fds, _, _ = socket.recv_fds(chan, 16, 1)
+        except OSError:
+            fds = []
+        if fds:
+            proxy_srv = RegistryProxy(socket.socket(fileno=fds[0]))
         result = b""
         while chunk := os.read(res_r, 65536):
             result += chunk
@@ -451,6 +467,10 @@ def _run_build(store: ImageStore, lowers: list[str], step: RunStep, ws: FileTree
         os.close(res_r)
         if res_w >= 0:
             os.close(res_w)
+        chan.close()
+        chan_child.close()
+        if proxy_srv is not None:
+            proxy_srv.close()
     out = os.pread(log, 1 << 20, max(0, os.fstat(log).st_size - (1 << 20)))
     os.close(log)
     tail = out.decode(errors="replace")[-1500:]
