@@ -19,10 +19,17 @@ pytestmark = pytest.mark.skipif(namespaces_available() is not None,
                                 reason="needs the namespace sandbox")
 
 
-def test_repo_cards_validate_and_resume(tmp_path: Path) -> None:
+def test_repo_cards_validate_and_resume(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from ceiling.cli import main
+
     out = tmp_path / "cards"
-    rep = synth_repo(str(FIXTURE), out, RepoOptions(limit=2, batch=3, combo_share=0.0,
-                                                   exploits=1, max_candidates=9))
+    with pytest.raises(SystemExit) as e:
+        main(["synth", "repo", str(FIXTURE), "--out", str(out), "--limit", "2",
+              "--max-candidates", "9", "--combo-share", "0", "--json"])
+    got = capsys.readouterr()
+    assert not e.value.code, got.err
+    rep = json.loads(got.out)
     assert rep["baseline"]["stable"] == 10 and rep["baseline"]["flaky"] == 0
     assert 1 <= rep["cards"] <= 3 and rep["candidates"] >= rep["cards"]
     assert sum(rep["refusals"].values()) == rep["candidates"] - rep["cards"]

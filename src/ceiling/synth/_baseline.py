@@ -52,7 +52,7 @@ class Baseline:
 
 def _grade(tree: FileTree, tests: FileTree, backend: str, timeout: float) -> tuple[Any, float]:
     from ..sandbox import Limits, open_sandbox
-    from ..verify._grader import grade_in_sandbox
+    from ..verify import grade_in_sandbox
 
     t0 = time.perf_counter()
     sb = open_sandbox([tree], backend=backend, limits=Limits(command_timeout_s=timeout,

@@ -157,7 +157,7 @@ class RepoSynth:
     def build(self, cand: Candidate, acceptance: list[str], instruction: str,
               failing: int) -> TaskCard:
         from ..envs.repo_refactor._kit import oracle_script
-        from ..verify._oracle import oracle_call_count
+        from ..verify import oracle_call_count
 
         mutated = self._files(cand.bugs)
         hidden_files = sorted({a.split("::", 1)[0] for a in acceptance})
@@ -276,7 +276,11 @@ class RepoSynth:
                 k = bug_key(combo)
                 if k not in done:
                     batch.append(Candidate(k, combo))
-            while len(batch) < self.o.batch:
+            size = self.o.batch
+            if self.o.limit is not None:  # never more candidates than cards still wanted
+                size = max(1, min(size, self.o.limit - cards_total))
+            batch = batch[:size]
+            while len(batch) < size:
                 b = next(queue, None)
                 if b is None:
                     exhausted = not batch or True

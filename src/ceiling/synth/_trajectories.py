@@ -261,7 +261,7 @@ def build_card(pcs: Sequence[Piece], kind: str) -> TaskCard:
     card.workspace = ws
     card.tests = {"test_end_state.py": FileEntry(tests_src.encode())}
     card.solution = "set -e\n" + "\n".join(oracle) + "\n"
-    from ..verify._oracle import oracle_call_count
+    from ..verify import oracle_call_count
 
     card.horizon = horizon_for_steps(oracle_call_count(card))
     return card
