@@ -52,11 +52,14 @@ def cluster() -> Iterator[Any]:
     except ImportError as e:  # pragma: no cover - CI installs ray
         pytest.skip(f"ray is not importable ({e}); install the project (scripts/setup.sh)")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    c = Cluster(initialize_head=True, connect=True,
+    c = Cluster(initialize_head=True, connect=False,
                 head_node_args={"num_cpus": 0, "include_dashboard": False})
     for _ in range(2):
         c.add_node(**NODE)
     c.wait_for_nodes()
+    # as `ceiling` connects: no worker logs copied to this process's stdout
+    ray.init(address=c.address, log_to_driver=False, logging_level="warning",
+             configure_logging=False)
     yield c
     ray.shutdown()
     c.shutdown()

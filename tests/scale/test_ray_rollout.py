@@ -71,8 +71,8 @@ def test_two_nodes_give_the_local_results_card_by_card(
     assert [t.episode_id for t in got] == [t.episode_id for t in local_run]
     assert _view(got) == _view(local_run), _diff(_view(got), _view(local_run))
     assert len(ex.placed) == 2 and sum(ex.placed.values()) == 12  # both nodes worked
-    # the suite is not trivial: outcomes and rewards vary across cards
-    assert len({t.outcome for t in got}) > 1 or len({t.reward for t in got}) > 1
+    # not a trivial comparison: the random plans took different paths on every episode
+    assert len({tuple(x.text for x in t.turns) for t in got}) >= 10
 
 
 class _KillAt:
@@ -135,3 +135,15 @@ def test_validate_and_redteam_run_on_the_cluster(cluster: Any) -> None:
     rep = json.loads(res.stdout)
     assert rep["executor"] == "ray" and rep["runs"] >= 2 and rep["positive_total"] == 0
     assert rep["infra_errors"] == 0
+
+
+def test_eval_runs_on_the_cluster(cluster: Any) -> None:
+    import ceiling.cli.eval_cmds  # noqa: F401 - registers the command
+    from ceiling.cli._app import app
+
+    res = CliRunner().invoke(app, ["eval", "--policy", "scripted:oracle", "--suite",
+                                   "terminal_ops", "--n", "2", "--json", "--executor", "ray",
+                                   "--ray-address", cluster.address])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["episodes"] == 2 and rep["infra_errors"] == 0 and rep["pass@1"]["value"] == 1.0

@@ -16,7 +16,8 @@ a layer is written once per node).
 Faults (Ray actors restart 0 times and actor calls run at most once by default, and this
 executor keeps those defaults): a call that fails because its worker or node died is
 ``Lost``; every episode of that worker is lost with it, and the rollout re-runs them from
-the card's initial state. Dead workers are replaced on nodes that are still alive. A step
+the card's initial state. Dead workers are replaced on nodes that are still alive when the
+next run opens the executor (or at once when none is left). A step
 that does not answer within the card's ``episode_timeout_s`` + ``command_timeout_s`` +
 ``straggler_grace_s`` of the episode's start is a ``Straggler``: its worker is killed (a
 running actor call cannot be interrupted), the episode is cancelled, and the worker's other
@@ -82,7 +83,7 @@ class EnvWorker:
 
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    def _card(self, cid: str, box: list[Any]) -> TaskCard:
+    def _card(self, cid: str, box: list[Any] | None) -> TaskCard:
         import ray
 
         with self._lock:
@@ -90,6 +91,8 @@ class EnvWorker:
             if card is not None:
                 self._cards.move_to_end(cid)
                 return card
+        if box is None:  # the driver's record of this worker's cache is kept smaller
+            raise RuntimeError(f"card {cid} is not cached on this worker")
         card = ray.get(box[0])
         with self._lock:
             self._cards[cid] = card
@@ -97,16 +100,18 @@ class EnvWorker:
                 self._cards.popitem(last=False)
         return card
 
-    def _cfg(self, key: str, box: list[Any]) -> EnvConfig:
+    def _cfg(self, key: str, box: list[Any] | None) -> EnvConfig:
         import ray
 
         cfg = self._cfgs.get(key)
         if cfg is None:
+            if box is None:
+                raise RuntimeError(f"run settings {key} are not cached on this worker")
             cfg = self._cfgs[key] = ray.get(box[0])
         return cfg
 
-    def start(self, eid: str, cid: str, card_box: list[Any], cfg_key: str,
-              cfg_box: list[Any], seed: int) -> float:
+    def start(self, eid: str, cid: str, card_box: list[Any] | None, cfg_key: str,
+              cfg_box: list[Any] | None, seed: int) -> float:
         """Build and reset the episode's environment; returns the seconds it took here."""
         t = time.monotonic()
         card = self._card(cid, card_box)
@@ -181,6 +186,10 @@ class _Slot:
     node: str
     alive: bool = True
     load: int = 0
+    # what the driver knows this worker holds: boxed references are sent only when missing
+    # (a reference inside an argument makes the call a borrower: extra round trips)
+    cards: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    cfgs: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -344,6 +353,17 @@ class RayExecutor:
         import ray
 
         pending = {ref: eid for eid, ref in calls}
+        if len(calls) == 1:  # one call: a plain get (a wait first costs another round trip)
+            (eid, ref), = calls
+            due = deadline.get(eid, math.inf)
+            try:
+                ray.get(ref, timeout=None if due == math.inf
+                        else max(0.0, due - time.monotonic()))
+            except ray.exceptions.GetTimeoutError:
+                self._straggle(eid)
+            except ray.exceptions.RayError:
+                pass  # classified below
+            pending = {}
         while pending:
             due = min((deadline.get(e, math.inf) for e in pending.values()), default=math.inf)
             timeout = None if due == math.inf else max(0.0, due - time.monotonic())
@@ -400,6 +420,7 @@ class RayExecutor:
 
     def start(self, items: Sequence[StartItem]) -> list[Result]:
         calls: list[tuple[str, Any]] = []
+        sent: list[tuple[_Slot, str]] = []
         t_submit = time.monotonic()
         for eid, card, seed in items:
             slot = self._pick()
@@ -410,9 +431,22 @@ class RayExecutor:
             self._deadline[eid] = time.monotonic() + b.episode_timeout_s + \
                 b.command_timeout_s + self.straggler_grace_s
             cid, ref = self._card_ref(card)
-            calls.append((eid, slot.actor.start.remote(eid, cid, [ref], self._cfg_key,
-                                                       [self._cfg_ref], seed)))
-        return self._gather(calls, self._deadline, t_submit)
+            # omit a box only once an earlier start on this worker came back (calls of one
+            # batch run concurrently there)
+            card_box = None if cid in slot.cards else [ref]
+            cfg_box = None if self._cfg_key in slot.cfgs else [self._cfg_ref]
+            sent.append((slot, cid))
+            calls.append((eid, slot.actor.start.remote(eid, cid, card_box, self._cfg_key,
+                                                       cfg_box, seed)))
+        out = self._gather(calls, self._deadline, t_submit)
+        for (slot, cid), res in zip(sent, out, strict=True):
+            if isinstance(res, Ok):
+                slot.cards[cid] = None
+                slot.cards.move_to_end(cid)
+                while len(slot.cards) > CARD_CACHE // 2:  # the worker keeps CARD_CACHE
+                    slot.cards.popitem(last=False)
+                slot.cfgs.add(self._cfg_key)
+        return out
 
     def step(self, items: Sequence[StepItem]) -> list[Result]:
         calls: list[tuple[str, Any]] = []
