@@ -18,6 +18,7 @@ The result is cached as ``baseline.json`` so a resumed synth does not pay for it
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -109,6 +110,10 @@ def run_baseline(project: Project, *, backend: str = "namespace",
     # record) would read as hacks on every card: never use them
     flagged = {h.rsplit(" (", 1)[0] for r in (r1, r2) for h in r.eq_hacks}
     flagged |= {t.rsplit("(during ", 1)[-1].rstrip(")") for r in (r1, r2) for t in r.tamper}
+    # the results channel's cross-check names the test it doubts (unittest.TestCase tests
+    # have no record of their call under the in-process runner): never use those
+    flagged |= {m[1] for r in (r1, r2) for t in r.tamper
+                if (m := re.match(r"results channel: (\S+) reported", t))}
     if any("(during collection)" in t for r in (r1, r2) for t in r.tamper):
         raise ConfigError("the hardened in-process grader flags the project's own code as "
                           f"tampering: {(r1.tamper or r2.tamper)[0]}", where=project.source,

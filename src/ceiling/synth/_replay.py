@@ -236,8 +236,9 @@ class Replayer:
                     raise Unrecoverable("inconsistent", f"edit of {p} does not apply")
                 v.known = data
             else:
-                if not v.ops:
-                    self.r.needs.setdefault(v.base or p, []).append(old)
+                lits = self.r.needs.setdefault(v.base or p, [])
+                if old not in lits:  # the fill must hold every literal the edits need
+                    lits.append(old)
                 v.ops.append(("edit", old, new))
             self.cur[p] = v
             self.touched.add(p)
@@ -473,8 +474,9 @@ class Replayer:
         if v.base is None and v.known is not None:
             v.known = _apply(v.known, [("sub", a, b, glob)])
         else:
-            if not v.ops:
-                self.r.needs.setdefault(v.base or p, []).append(a)
+            lits = self.r.needs.setdefault(v.base or p, [])
+            if a not in lits:  # the fill must hold every literal the substitutions need
+                lits.append(a)
             v.ops.append(("sub", a, b, glob))
         self.cur[p] = v
         self.touched.add(p)

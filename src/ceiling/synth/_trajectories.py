@@ -186,12 +186,20 @@ def piece(traj: Traj) -> Piece:
     pc = Piece(traj, rec, rec.initial_files(), [], _oracle(rec))
     fills = {p: d for p, (d, _m, _e) in pc.files.items()}
     keep = unchanged(rec)
+    gone: list[str] = []
     for i, p in enumerate(sorted(rec.final)):
         if p in rec.dirs:
             continue
         body = _test_for(rec, p, f"test_path_{i}", fills, keep)
-        if body:
+        if body and rec.final.get(p) is None:
+            gone.append(body.split("\n", 1)[1])  # an absence check
+        elif body:
             pc.tests.append((f"test_path_{i}", body))
+    if pc.tests and gone:
+        # absences alone would pay a deleted workspace: every presence test checks them
+        pc.tests = [(n, b + "".join(gone)) for n, b in pc.tests]
+    elif gone:
+        pc.tests = [(f"test_gone_{i}", f"def test_gone_{i}():\n{g}") for i, g in enumerate(gone)]
     if not pc.tests:
         raise Unrecoverable("no_effect", "nothing to test in the end state")
     return pc
@@ -255,7 +263,7 @@ def build_card(pcs: Sequence[Piece], kind: str) -> TaskCard:
         budget=Budget(max_steps=max(30, 3 * steps), command_timeout_s=10.0,
                       episode_timeout_s=600.0),
         acceptance=Acceptance(tests=ids, runner="files", protected=sorted(
-            {q for pc in pcs for q in unchanged(pc.rec)})),
+            {q for pc in pcs for q in unchanged(pc.rec)} & set(ws))),
         difficulty=min(10, len(pcs)), tags=["synth", "synth_traj", kind],
         template=f"synth_traj/{kind}")
     card.workspace = ws
