@@ -105,3 +105,16 @@ def test_resume_reruns_episodes_whose_card_changed(backend: str, tmp_path: Path,
     assert len(out.read_text().splitlines()) == 3
     kept = {t.episode_id: t.card_hash for t in read_trajectories(out)}
     assert kept[f"{changed.id}#0"] == changed.content_id()  # the new record wins
+
+
+def test_the_training_yaml_names_the_executor() -> None:
+    import yaml
+
+    from ceiling.train._config import config_from_dict
+
+    data = yaml.safe_load((Path(__file__).parents[2] / "examples/train_demo.yaml").read_text())
+    assert config_from_dict(data).executor == "local"
+    cfg = config_from_dict({**data, "executor": "ray", "ray_address": "auto"})
+    assert (cfg.executor, cfg.ray_address) == ("ray", "auto")
+    with pytest.raises(ConfigError, match="executor"):
+        config_from_dict({**data, "executor": "dask"})
