@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # Only the train name pool of the environments (never the held-out one).
-from ..envs._common import EXTS_TRAIN as TRAIN_EXTS
-from ..envs._common import WORDS_TRAIN as TRAIN_WORDS
+from ..envs import EXTS_TRAIN as TRAIN_EXTS
+from ..envs import WORDS_TRAIN as TRAIN_WORDS
 
 KINDS: tuple[str, ...] = ("create", "append", "copy", "move", "delete", "replace", "count")
 # Sentence shapes per kind; the first is the demo templates' own shape (used 85 % of the time).

@@ -49,7 +49,7 @@ def operator_max(name: str) -> float:
 def image_steps(card: TaskCard) -> list[object]:
     """The card's image as sandbox build steps (``files: true`` -> the root/ files, plus a
     default ``.gitconfig`` in the home folder when ``git_identity`` and none is there)."""
-    from ..sandbox._image import FilesStep, RunStep, RuntimeStep, python_version
+    from ..sandbox import FilesStep, RunStep, RuntimeStep, python_version
 
     env = card.environment
     root: FileTree = dict(card.root_files)
@@ -96,7 +96,7 @@ def card_limits(card: TaskCard, base: Limits | None = None) -> Limits:
     update.update(workdir=env.workdir, home=env.home, env=dict(env.env), python=env.python)
     steps = image_steps(card)
     if steps:
-        from ..sandbox._image import build_image
+        from ..sandbox import build_image
 
         # the workspace the steps start from is build/ (empty when absent); the card's own
         # workspace/ is what they produced, so ids match the import's

@@ -174,7 +174,7 @@ class Environment(_Model):
     @field_validator("workdir", "home")
     @classmethod
     def _point(cls, v: str, info: ValidationInfo) -> str:
-        from ..sandbox._types import check_mount_point
+        from ..sandbox import check_mount_point
 
         return check_mount_point(v, field=f"environment.{info.field_name}")
 

@@ -34,8 +34,15 @@ from ..env import TaskEnv
 from ..envs import VARIANTS, get_template, make, templates
 from ..harness import Harness, HarnessConfig, ReplyError
 from ..tools import Plan
-from ..verify import IN_PROCESS_RUNNERS, Outcome, RewardSpec, Verdict, null_plan, oracle_plan
-from ..verify._oracle import horizon_report
+from ..verify import (
+    IN_PROCESS_RUNNERS,
+    Outcome,
+    RewardSpec,
+    Verdict,
+    horizon_report,
+    null_plan,
+    oracle_plan,
+)
 from ..verify.exploits import EXPLOITS
 
 Progress = Callable[[int], None]

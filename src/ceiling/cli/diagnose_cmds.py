@@ -47,8 +47,7 @@ def diagnose_cmd(
     Example: ceiling diagnose --policy builtin:tiny --suite terminal_ops --tags demo -k 16
     """
     from .._errors import ConfigError
-    from ..evaluate import Store, run_eval
-    from ..evaluate._diagnose import diagnose_rows, diagnosis_cards, format_table
+    from ..evaluate import Store, diagnose_rows, diagnosis_cards, format_table, run_eval
 
     store = Store()
     if run is not None:

@@ -204,7 +204,7 @@ def report_cmd(
             notes.append(str(e))
     extra = [("Not compared", "<ul>" + "".join(f"<li>{__import__('html').escape(n)}</li>"
                                                for n in notes) + "</ul>")] if notes else []
-    from ..evaluate._diagnose import diagnose_rows, diagnosis_html
+    from ..evaluate import diagnose_rows, diagnosis_html
 
     extra += [(f"Diagnosis: {r.label}", diagnosis_html(diagnose_rows(store.episodes(r.id))))
               for r in recs]

@@ -40,7 +40,7 @@ def bench_harness_cmd(
 
     fmts = [f.strip() for f in formats.split(",") if f.strip()]
     if suite == "demo":
-        from ..train._demo import demo_suite
+        from ..train import demo_suite
 
         cards = demo_suite(max(1, -(-n // 7)), 0)[0][:n]
     else:

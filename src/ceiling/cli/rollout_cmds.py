@@ -62,7 +62,7 @@ def bench_rollout_cmd(
 
     Example: ceiling bench rollout --json
     """
-    from ..rollout._bench import run_bench
+    from ..rollout import run_bench
     from ..sandbox import BACKENDS
 
     if backend not in BACKENDS:

@@ -32,8 +32,7 @@ def bench_sandbox(
     """
     from rich.console import Console
 
-    from ..sandbox import BACKENDS
-    from ..sandbox._bench import run_bench
+    from ..sandbox import BACKENDS, run_bench
 
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}", where="--backend",

@@ -80,7 +80,7 @@ def train_cmd(
     over = {k: v for k, v in (("temperature", temperature), ("top_p", top_p),
                               ("max_new_tokens", max_new_tokens)) if v is not None}
     if over or harness is not None or executor is not None or ray_address is not None:
-        from ..train._config import config_from_dict
+        from ..train import config_from_dict
 
         data = cfg.model_dump(mode="json")
         data["sampling"] = {**data["sampling"], **over}
@@ -97,7 +97,7 @@ def train_cmd(
         check_executor(cfg.executor, cfg.ray_address)
     run_dir = out or Path("runs") / config.stem
     if check_order and len(cfg.stages) > 1 and not resume:
-        from ..train._stages import check_stage_order
+        from ..train import check_stage_order
 
         _err(f"measuring the reward reliability of {len(cfg.stages)} stages ...")
         for w in check_stage_order(cfg.stages, backend=cfg.backend):
@@ -261,8 +261,7 @@ def verify_base_cmd(
 
     Example: ceiling verify-base runs/demo/checkpoints/step-000040 builtin:tiny
     """
-    from ..train import verify_base
-    from ..train._model import base_path
+    from ..train import base_path, verify_base
 
     res = verify_base(ckpt, base_path(base))
     if as_json:

@@ -1,5 +1,6 @@
 """Environment families: procedural generators of task cards, and the registry."""
 
+from ._common import EXTS_TRAIN, WORDS_TRAIN
 from ._mix import MixSpec, TaskMix, check_seed, distribution_report
 from ._registry import (
     MAX_SEED,
@@ -12,5 +13,19 @@ from ._registry import (
     templates,
 )
 
-__all__ = ["MAX_SEED", "VARIANTS", "MixSpec", "TaskMix", "Template", "Variant", "check_seed",
-           "distribution_report", "get_template", "make", "register", "templates"]
+__all__ = [
+    "EXTS_TRAIN",
+    "MAX_SEED",
+    "VARIANTS",
+    "WORDS_TRAIN",
+    "MixSpec",
+    "TaskMix",
+    "Template",
+    "Variant",
+    "check_seed",
+    "distribution_report",
+    "get_template",
+    "make",
+    "register",
+    "templates"
+]

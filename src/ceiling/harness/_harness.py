@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cards import TaskCard
-from ..policies._types import PolicyRequest
+from ..policies import PolicyRequest
 from ..tools import CORE_TOOLS, Action
 from ._bash import BashParseError, action_to_bash, parse_bash_reply
 from ._config import BASH_TOOLS_NOTE, HarnessConfig, truncate_observation

@@ -45,8 +45,7 @@ from ..cards import (
     horizon_for_steps,
     save_card,
 )
-from ..sandbox._image import RESERVED
-from ..sandbox._types import check_mount_point
+from ..sandbox import RESERVED, check_mount_point
 from . import _dockerfile as dockerfile
 from ._scripts import read_test_sh, split_solution
 
@@ -415,7 +414,7 @@ def build_card(task: Path) -> tuple[TaskCard, list[str]]:
         mem = _size_mb(env_conf["memory"])
     memory = int(mem) if mem else 2048
     storage = int(env_conf.get("storage_mb") or 10240)
-    from ..cards._environment import operator_max
+    from ..cards import operator_max
 
     cpu = int(min(max(agent_s, verify_s, 120), operator_max("cpu_s")))
     limits = CardLimits(memory_mb=memory, cpu_s=cpu,
@@ -448,7 +447,7 @@ def build_card(task: Path) -> tuple[TaskCard, list[str]]:
     card.root_files = dict(b.root)
     card.tests = tests
     card.solution = solution
-    from ..verify._oracle import oracle_call_count
+    from ..verify import oracle_call_count
 
     card.horizon = horizon_for_steps(oracle_call_count(card))
     card.build_workspace = dict(b.workspace)  # what the image steps start from
@@ -485,8 +484,8 @@ def import_task(task: Path, out: Path, *, build: bool = True,
     try:
         card, res.notes = build_card(task)
         if build:
-            from ..cards._environment import image_steps
-            from ..sandbox._image import ImageBuildError, build_image
+            from ..cards import image_steps
+            from ..sandbox import ImageBuildError, build_image
 
             try:
                 img = build_image(image_steps(card), workdir=card.environment.workdir,  # type: ignore[arg-type]
@@ -542,7 +541,7 @@ def import_harbor(path: str | os.PathLike[str], out: str | os.PathLike[str], *,
         raise CeilingError(f"{root} is not a folder", where=str(root),
                            fix="point at a Harbor task folder or a folder of them")
     if build:
-        from ..sandbox._launch import namespaces_available
+        from ..sandbox import namespaces_available
 
         why = namespaces_available()
         if why:

@@ -7,6 +7,7 @@ steps run on an executor: ``local`` (threads, the default) or ``ray`` (worker ac
 cluster); ``map_jobs`` runs validation-style jobs on either.
 """
 
+from ._bench import run_bench
 from ._executor import EXECUTORS, make_executor, resolve_ray_address
 from ._jsonl import JsonlWriter, read_trajectories
 from ._runner import (
@@ -20,6 +21,8 @@ from ._runner import (
 )
 from ._types import Trajectory, Turn
 
-__all__ = ["EXECUTORS", "JsonlWriter", "Rollout", "RolloutSpec", "RunStats", "Trajectory",
-           "Turn", "episode_id", "episode_seed", "make_executor", "map_jobs",
-           "read_trajectories", "resolve_ray_address", "run_episodes"]
+__all__ = [
+    "EXECUTORS", "JsonlWriter", "Rollout", "RolloutSpec", "RunStats", "Trajectory", "Turn",
+    "episode_id", "episode_seed", "make_executor", "map_jobs", "read_trajectories",
+    "resolve_ray_address", "run_bench", "run_episodes"
+]

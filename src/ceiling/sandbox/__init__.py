@@ -22,10 +22,20 @@ from collections.abc import Mapping, Sequence
 from .._errors import ConfigError
 from .._tree import FileEntry
 from . import _runtime as runtime
+from ._bench import run_bench
+from ._image import (
+    RESERVED,
+    FilesStep,
+    ImageBuildError,
+    RunStep,
+    RuntimeStep,
+    build_image,
+    python_version,
+)
 from ._launch import namespaces_available
 from ._layers import SANDBOX_UID, LayerStore, ceiling_home
 from ._local import LocalSandbox, LocalSandboxWarning
-from ._types import WORKDIR, ExecResult, Limits, Sandbox
+from ._types import WORKDIR, ExecResult, Limits, Sandbox, check_mount_point
 
 BACKENDS = ("namespace", "local")
 
@@ -59,6 +69,27 @@ def open_sandbox(layers: Sequence[Mapping[str, FileEntry] | str], *, backend: st
     return NamespaceSandbox(ids, store, limits, network_of=network_of)
 
 
-__all__ = ["BACKENDS", "SANDBOX_UID", "WORKDIR", "ExecResult", "LayerStore", "Limits",
-           "LocalSandbox", "LocalSandboxWarning", "Sandbox", "ceiling_home",
-           "namespaces_available", "open_sandbox", "runtime"]
+__all__ = [
+    "BACKENDS",
+    "RESERVED",
+    "SANDBOX_UID",
+    "WORKDIR",
+    "ExecResult",
+    "FilesStep",
+    "ImageBuildError",
+    "LayerStore",
+    "Limits",
+    "LocalSandbox",
+    "LocalSandboxWarning",
+    "RunStep",
+    "RuntimeStep",
+    "Sandbox",
+    "build_image",
+    "ceiling_home",
+    "check_mount_point",
+    "namespaces_available",
+    "open_sandbox",
+    "python_version",
+    "run_bench",
+    "runtime"
+]

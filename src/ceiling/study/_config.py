@@ -98,7 +98,7 @@ def rollouts_per_step(tcfg: Any) -> int:
     """Rollouts one optimizer step plays (GRPO: cards x group; ES: 2 x population x cards
     x episodes)."""
     if tcfg.optimizer == "es":
-        from ..train._es import ESSettings
+        from ..train import ESSettings
 
         s = ESSettings.from_dict(tcfg.es, where="optimizers.es.es")
         return 2 * s.population * tcfg.cards_per_step * s.episodes

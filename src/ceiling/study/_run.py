@@ -42,8 +42,7 @@ def _atomic_json(path: Path, obj: Any) -> None:
 def heldout_cards(cfg: StudyConfig) -> list[Any]:
     """The stage's arms (train variant) at held-out seeds, ``per_template`` each."""
     from ..envs import make
-    from ..train import config_from_dict
-    from ..train._cards import stage_arms
+    from ..train import config_from_dict, stage_arms
 
     td = cfg.train_dict(next(iter(cfg.optimizers)), cfg.seeds[0])
     td["stages"] = [{**td["stages"][0], "steps": 1}]
@@ -112,8 +111,7 @@ class Study:
         from ..policies import SamplingParams
         from ..policies._hf import HFPolicy
         from ..rollout import run_episodes
-        from ..train._model import base_path
-        from ..train._verdict_cache import VerdictCache, cached_env_factory
+        from ..train import VerdictCache, base_path, cached_env_factory
         from ._analysis import card_counts
 
         if self.cache is None:
@@ -166,7 +164,7 @@ class Study:
         return run_dir, tcfg, per
 
     def run(self) -> dict[str, Any]:
-        from ..train._rollouts import pick_backend
+        from ..train import pick_backend
 
         self._check_folder()
         self.backend, note = pick_backend(self.cfg.backend)

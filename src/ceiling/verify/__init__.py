@@ -4,6 +4,8 @@ Also the scripted plans (oracle, null, random) used by validation and the ``scri
 policies; the exploit corpus lives in :mod:`ceiling.verify.exploits`.
 """
 
+from ._grader import grade_in_sandbox
+from ._oracle import horizon_report, oracle_call_count
 from ._plans import Plan, ScriptPlan, null_plan, oracle_plan, random_plan
 from ._reward import RewardFacts, Score, score
 from ._verdict import Outcome, RewardSpec, TestResult, Verdict
@@ -21,6 +23,25 @@ def grading_mode(card: object) -> str:
     return "in-process" if runner in IN_PROCESS_RUNNERS else "host"
 
 
-__all__ = ["IN_PROCESS_RUNNERS", "Ended", "Outcome", "Plan", "RewardFacts", "RewardSpec", "Score",
-           "ScriptPlan", "TestResult", "Verdict", "Verifier", "grading_mode", "null_plan",
-           "oracle_plan", "random_plan", "score", "verify"]
+__all__ = [
+    "IN_PROCESS_RUNNERS",
+    "Ended",
+    "Outcome",
+    "Plan",
+    "RewardFacts",
+    "RewardSpec",
+    "Score",
+    "ScriptPlan",
+    "TestResult",
+    "Verdict",
+    "Verifier",
+    "grade_in_sandbox",
+    "grading_mode",
+    "horizon_report",
+    "null_plan",
+    "oracle_call_count",
+    "oracle_plan",
+    "random_plan",
+    "score",
+    "verify"
+]
