@@ -93,7 +93,19 @@ def analyse(cfg: StudyConfig, evals: list[dict[str, Any]]) -> dict[str, Any]:
             for m in METRICS:
                 changes[opt][m] = hierarchical(matrix(es, m, k, order) - base_m[m], **boot)
     out["change_at_top"] = changes
-    out["grpo_loses_pass_k"] = pass_k_verdict({o: c["pass@k"] for o, c in changes.items()})
+    ans = pass_k_verdict({o: c["pass@k"] for o, c in changes.items()})
+    if changes:
+        div = "; ".join(f"{NAMES.get(o, o)} {_f(c['diversity'], 2, sign=True)}"
+                        for o, c in changes.items())
+        ans["diversity"] = (f"distinct successful action sequences per card, change vs the "
+                            f"base: {div}")
+    if base and (out["base"]["pass@k"]["value"] or 0) >= 0.99:
+        ans["ceiling_note"] = (f"the base already solves every held-out card at least once "
+                               f"in {k} samples (pass@{k} = {out['base']['pass@k']['value']:.2f})"
+                               f": pass@{k} can only fall here, so this tests whether it "
+                               f"falls, not whether it rises; diversity is the finer measure "
+                               f"of what sharpening costs")
+    out["grpo_loses_pass_k"] = ans
     out["bootstrap"] = {**boot, "level": 0.95,
                         "method": "hierarchical percentile bootstrap: seeds, then cards "
                                   "(shared), with replacement"}
@@ -166,7 +178,10 @@ def render(result: dict[str, Any]) -> tuple[str, dict[str, str]]:
                      f"missing: {escape(', '.join(result['missing'][:40]))}</p>")
     ans = result["grpo_loses_pass_k"]
     parts.append(f"<h2>Does GRPO lose pass@{k} where ES keeps it?</h2>"
-                 f"<p><b>{escape(ans['answer'])}</b>. {escape(ans.get('why', ''))}.</p>")
+                 f"<p><b>{escape(ans['answer'])}</b>. {escape(ans.get('why', ''))}.</p>"
+                 + "".join(f"<p>{escape(ans[key])}.</p>" for key in ("diversity",
+                                                                    "ceiling_note")
+                           if ans.get(key)))
     parts.append("<div class=charts>" + "".join(svgs.values()) + "</div>")
     head = ["optimizer", "rollouts", "tokens", "trainer FLOPs", "pass@1", f"pass@{k}",
             "diversity", "seeds"]
