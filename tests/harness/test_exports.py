@@ -16,12 +16,12 @@ def test_public_names() -> None:
         "parse_line", "render_line_episode", "render_tool_list", "truncate_observation",
         "unescape_content"])
     assert sorted(ceiling.policies.__all__) == sorted([
-        "KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "load_policy",
-        "policy_tokenizer", "resolve_builtin", "sampling_params"])
+        "KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "adapters_off",
+        "load_policy", "merged_lora", "policy_tokenizer", "resolve_builtin", "sampling_params"])
     assert sorted(ceiling.rollout.__all__) == sorted([
         "EXECUTORS", "JsonlWriter", "Rollout", "RolloutSpec", "RunStats", "Trajectory", "Turn",
         "episode_id", "episode_seed", "make_executor", "map_jobs", "read_trajectories",
-        "resolve_ray_address", "run_episodes"])
+        "resolve_ray_address", "run_bench", "run_episodes"])
     for mod in (ceiling.harness, ceiling.policies, ceiling.rollout):
         for name in mod.__all__:
             assert getattr(mod, name) is not None
