@@ -119,8 +119,12 @@ def write_tree(tree: Mapping[str, FileEntry], root: str | os.PathLike[str]) -> N
         rel = check_relpath(path)
         e = tree[path]
         dest = root / rel
+        _no_link_above(root, rel)  # a symlink "a" in the tree must not carry "a/x" elsewhere
         dest.parent.mkdir(parents=True, exist_ok=True)
         if e.kind == "dir":
+            if dest.is_symlink():
+                raise CardError(f"{rel!r} is both a symlink and a folder in the tree",
+                                fix="keep one of the two entries")
             dest.mkdir(exist_ok=True)
             os.chmod(dest, e.mode & 0o7777)
         elif e.kind == "symlink":
@@ -128,5 +132,17 @@ def write_tree(tree: Mapping[str, FileEntry], root: str | os.PathLike[str]) -> N
                 dest.unlink()
             os.symlink(e.target or "", dest)
         else:
+            if dest.is_symlink():  # never write through a link
+                dest.unlink()
             dest.write_bytes(e.data)
             os.chmod(dest, e.mode & 0o7777)
+
+
+def _no_link_above(root: Path, rel: str) -> None:
+    parts = rel.split("/")[:-1]
+    cur = root
+    for part in parts:
+        cur = cur / part
+        if cur.is_symlink():
+            raise CardError(f"{rel!r} lies below the symlink {cur.relative_to(root).as_posix()!r}"
+                            " in the same tree", fix="replace the link with a real folder")
