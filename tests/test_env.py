@@ -23,7 +23,7 @@ def test_out():
 
 
 def _backend() -> str:
-    from ceiling.sandbox._namespace import namespaces_available
+    from ceiling.sandbox import namespaces_available
 
     return "namespace" if namespaces_available() is None else "local"
 

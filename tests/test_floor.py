@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ceiling import load_card
-from ceiling._errors import CardError, ConfigError
+from ceiling import CardError, ConfigError, load_card
 from ceiling._home import ceiling_home
 from ceiling._yaml import first_error, load_yaml
 from ceiling.envs import TaskMix

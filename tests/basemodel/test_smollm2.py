@@ -92,7 +92,7 @@ def test_one_json_tool_call_episode_on_a_terminal_ops_card(policy: Any) -> None:
     from ceiling.harness import HarnessConfig
     from ceiling.policies import SamplingParams
     from ceiling.rollout import run_episodes
-    from ceiling.train._rollouts import pick_backend
+    from ceiling.train import pick_backend
 
     card = make("terminal_ops/demo-create-v1", seed=1)
     card = card.model_copy(update={"budget": card.budget.model_copy(update={"max_steps": 1})})

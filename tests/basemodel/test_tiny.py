@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ceiling._errors import CeilingError, ConfigError
+from ceiling import CeilingError, ConfigError
 from ceiling.basemodel import FIXTURE, _corpus, resolve, weights_sha256
 from ceiling.basemodel._tokenizer import train_tokenizer
 from ceiling.envs._common import EXTS_HELDOUT, WORDS_HELDOUT

@@ -24,7 +24,7 @@ IDS = [t.template_id() for t in FAMILY]
 
 def _backend() -> str:
     try:
-        from ceiling.sandbox._namespace import namespaces_available
+        from ceiling.sandbox import namespaces_available
     except ImportError:
         return "local"
     return "namespace" if namespaces_available() is None else "local"

@@ -20,7 +20,7 @@ TIDS = [t.template_id() for t in MULTISTEP_TEMPLATES]
 
 
 def _backend() -> str:
-    from ceiling._errors import SandboxUnavailable
+    from ceiling import SandboxUnavailable
     from ceiling.sandbox import open_sandbox
 
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ceiling._errors import ConfigError
+from ceiling import ConfigError
 from ceiling.cards import load_card
 from ceiling.cards._schema import ID_RE
 from ceiling.cli import main
@@ -174,7 +174,7 @@ def test_bad_secret_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, bad: str) 
 def test_the_sandbox_sees_neither_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The agent's commands cannot read the secret: not from the environment (commands get
     an explicit one) and not from $CEILING_HOME/secret (not in the sandbox's root)."""
-    from ceiling._errors import SandboxUnavailable
+    from ceiling import SandboxUnavailable
     from ceiling.env import TaskEnv
     from ceiling.sandbox import open_sandbox
 

@@ -24,7 +24,7 @@ IDS = [t.template_id() for t in templates(FAMILY)]
 
 
 def _real_backend() -> str:
-    from ceiling._errors import SandboxUnavailable
+    from ceiling import SandboxUnavailable
     from ceiling.sandbox import open_sandbox
 
     try:
@@ -37,7 +37,7 @@ def _real_backend() -> str:
 def _episode(card, plan_name: str | list[dict]):  # type: ignore[no-untyped-def]
     """Play the oracle, the null policy, or a fixed list of actions (then submit)."""
     from ceiling.env import TaskEnv
-    from ceiling.verify._plans import null_plan, oracle_plan
+    from ceiling.verify import null_plan, oracle_plan
 
     if isinstance(plan_name, list):
         actions = [*plan_name, {"tool": "submit", "args": {}}]
@@ -161,7 +161,7 @@ def test_oracle_solves_a_long_card() -> None:
 
 
 def test_bad_input_is_a_clear_error() -> None:
-    from ceiling._errors import ConfigError
+    from ceiling import ConfigError
 
     with pytest.raises(ConfigError, match="difficulty"):
         make("repo_refactor/fix-bug-v1", difficulty=7)

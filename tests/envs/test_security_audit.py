@@ -30,7 +30,7 @@ KINDS = ("sql-injection", "path-traversal", "command-injection", "hardcoded-secr
 
 
 def _real_backend() -> str:
-    from ceiling._errors import SandboxUnavailable
+    from ceiling import SandboxUnavailable
     from ceiling.sandbox import open_sandbox
 
     try:
@@ -43,7 +43,7 @@ def _real_backend() -> str:
 def _episode(card, actions: list[Action] | None = None, plan_name: str = "oracle"):  # type: ignore[no-untyped-def]
     """Run a plan (or a fixed list of actions then submit) through TaskEnv."""
     from ceiling.env import TaskEnv
-    from ceiling.verify._plans import null_plan, oracle_plan
+    from ceiling.verify import null_plan, oracle_plan
 
     plan = oracle_plan() if plan_name == "oracle" else null_plan()
     with warnings.catch_warnings():

@@ -250,7 +250,7 @@ def _words_of(card: TaskCard) -> set[str]:
 
 
 def _real_backend() -> str:
-    from ceiling._errors import SandboxUnavailable
+    from ceiling import SandboxUnavailable
     from ceiling.sandbox import open_sandbox
 
     try:

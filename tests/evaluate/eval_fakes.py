@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ceiling.rollout._types import Trajectory, Turn
+from ceiling.rollout import Trajectory, Turn
 
 
 def traj(card_id: str, sample: int = 0, outcome: str = "solved", *, type: str = "terminal_ops",

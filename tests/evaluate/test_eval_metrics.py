@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from eval_fakes import card_runs, traj
 
-from ceiling.evaluate._metrics import card_stats, summarize
+from ceiling.evaluate import card_stats, summarize
 
 
 def test_all_pass_and_all_fail() -> None:

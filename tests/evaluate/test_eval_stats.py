@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ceiling.evaluate._stats import bootstrap_ci, mcnemar_exact, pass_at_k
+from ceiling.evaluate import bootstrap_ci, mcnemar_exact, pass_at_k
 
 
 def _naive(n: int, c: int, k: int) -> float:

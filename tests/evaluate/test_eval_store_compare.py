@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from eval_fakes import card_runs
 
-from ceiling._errors import ConfigError
-from ceiling.evaluate._compare import compare, gate
-from ceiling.evaluate._evaluate import record_run
+from ceiling import ConfigError
+from ceiling.evaluate import compare, gate, record_run
 from ceiling.evaluate._store import (
     SCHEMA_VERSION,
     Store,

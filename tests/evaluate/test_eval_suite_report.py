@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from eval_fakes import card_runs, traj
 
-from ceiling._errors import ConfigError
+from ceiling import ConfigError
 from ceiling.cards import save_card
 from ceiling.envs import templates
 from ceiling.evaluate import (

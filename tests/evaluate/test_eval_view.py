@@ -13,9 +13,7 @@ import httpx
 import pytest
 from eval_fakes import card_runs, traj
 
-from ceiling.evaluate._evaluate import record_run
-from ceiling.evaluate._store import Store
-from ceiling.evaluate._view import make_server
+from ceiling.evaluate import Store, make_server, record_run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CARD = "t/a-v1@s0-d1-train"

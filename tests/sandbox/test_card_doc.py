@@ -11,7 +11,7 @@ import pytest
 
 from ceiling import load_card
 from ceiling.check import run_plan
-from ceiling.sandbox._namespace import namespaces_available
+from ceiling.sandbox import namespaces_available
 from ceiling.verify import Outcome, null_plan, oracle_plan
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "task-cards.md"

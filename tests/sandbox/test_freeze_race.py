@@ -430,7 +430,7 @@ def test_tree_layers_keep_non_utf8_names(tmp_path: Path) -> None:
 
 def test_freezing_a_dead_sandbox_is_an_error_not_an_empty_state(box: Sandbox) -> None:
     """The old path walk of a missing folder froze nothing and called it the final state."""
-    from ceiling._errors import SandboxError
+    from ceiling import SandboxError
 
     assert isinstance(box, NamespaceSandbox)
     box.exec("echo changed > a.txt")

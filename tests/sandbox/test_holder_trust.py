@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from ceiling.cards import Acceptance, Budget, TaskCard
-from ceiling.sandbox import Limits, Sandbox, open_sandbox
-from ceiling.sandbox._namespace import namespaces_available
+from ceiling.sandbox import Limits, Sandbox, namespaces_available, open_sandbox
 from ceiling.sandbox._uidpool import in_pool
 
 pytestmark = pytest.mark.skipif(namespaces_available() is not None,
@@ -378,7 +377,7 @@ def test_commands_are_the_oom_killers_first_choice(sb: Sandbox) -> None:
 # -- the uid pool ------------------------------------------------------------------------------
 
 def test_uid_pool_leases_are_exclusive_across_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ceiling._errors import SandboxUnavailable
+    from ceiling import SandboxUnavailable
     from ceiling.sandbox import _uidpool
 
     a = _uidpool.acquire()

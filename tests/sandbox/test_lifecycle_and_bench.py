@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from ceiling.cli import main
-from ceiling.sandbox import open_sandbox
+from ceiling.sandbox import namespaces_available, open_sandbox
 from ceiling.sandbox._launch import POOL
-from ceiling.sandbox._namespace import namespaces_available
 
 pytestmark = pytest.mark.skipif(namespaces_available() is not None,
                                 reason=f"namespace backend unavailable: {namespaces_available()}")

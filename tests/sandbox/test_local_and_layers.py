@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ceiling._errors import ConfigError, SandboxUnavailable
+from ceiling import ConfigError, SandboxUnavailable
 from ceiling.cards import FileEntry
 from ceiling.sandbox import LayerStore, LocalSandboxWarning, _launch, open_sandbox
 

@@ -20,11 +20,16 @@ from pathlib import Path
 import pytest
 
 import ceiling
-from ceiling._errors import ConfigError
-from ceiling._tree import FileEntry
-from ceiling.sandbox import LayerStore, Sandbox, ceiling_home, open_sandbox, runtime
+from ceiling import ConfigError, FileEntry
+from ceiling.sandbox import (
+    LayerStore,
+    Sandbox,
+    ceiling_home,
+    namespaces_available,
+    open_sandbox,
+    runtime,
+)
 from ceiling.sandbox._launch import POOL
-from ceiling.sandbox._namespace import namespaces_available
 
 pytestmark = pytest.mark.skipif(namespaces_available() is not None,
                                 reason=f"namespace backend unavailable: {namespaces_available()}")

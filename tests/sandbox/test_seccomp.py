@@ -13,9 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from ceiling.cards import FileEntry
-from ceiling.sandbox import Sandbox, open_sandbox
+from ceiling.sandbox import Sandbox, namespaces_available, open_sandbox
 from ceiling.sandbox import _seccomp as S
-from ceiling.sandbox._namespace import namespaces_available
 
 needs_ns = pytest.mark.skipif(namespaces_available() is not None,
                               reason=f"namespace backend unavailable: {namespaces_available()}")

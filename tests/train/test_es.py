@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 import torch
 
-from ceiling._errors import ConfigError
+from ceiling import ConfigError
 from ceiling.rollout import Trajectory, Turn
-from ceiling.train._config import config_from_dict
+from ceiling.train import Trainer, config_from_dict
 from ceiling.train._es import ES, ESSettings, centered_ranks
 from ceiling.train._optim import optimizer_factory
-from ceiling.train._trainer import Trainer
 
 from .conftest import make_model
 
@@ -227,9 +226,8 @@ def test_a_few_es_steps_on_the_real_tiny_base_keep_the_training_pass_rate() -> N
     cards (same cards, same sampling seeds) does not drop after ES steps, and it still
     submits (the old unnormalised step sent it to 0.0 and 20-step episodes)."""
     from ceiling.envs import make
+    from ceiling.train import StepContext, pick_backend
     from ceiling.train._model import attach_lora, base_path, load_base
-    from ceiling.train._optim import StepContext
-    from ceiling.train._rollouts import pick_backend
     from ceiling.train._trainer import default_rollout
 
     cfg = config_from_dict({"base": "builtin:tiny", "optimizer": "es", "workers": 2,

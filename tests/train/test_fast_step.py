@@ -10,8 +10,8 @@ import torch
 
 from ceiling.policies import PolicyRequest, SamplingParams, merged_lora
 from ceiling.policies._hf import HFPolicy
+from ceiling.train import sequence_logprobs
 from ceiling.train._batch import Sample, collate
-from ceiling.train._loss import sequence_logprobs
 
 from .conftest import make_model
 

@@ -9,9 +9,9 @@ import torch
 
 from ceiling.policies import PolicyRequest, SamplingParams
 from ceiling.rollout import Trajectory, Turn
+from ceiling.train import LossConfig, group_advantages, grpo_loss
 from ceiling.train._batch import Sample, collate, samples_from_groups
 from ceiling.train._grpo import GRPO, GRPOSettings, recompute_logprobs
-from ceiling.train._loss import LossConfig, group_advantages, grpo_loss
 
 from .conftest import make_model
 

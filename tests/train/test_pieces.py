@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ceiling.rollout import Trajectory
+from ceiling.train import EVAL_SEED_BASE, Arm, BandSampler
 from ceiling.train._demo_report import paired_diff, pass_curve, per_card, rates
-from ceiling.train._sampler import EVAL_SEED_BASE, Arm, BandSampler
 
 
 def _t(card: str, passed: bool, template: str = "terminal_ops/demo-copy-v1",
@@ -62,8 +62,7 @@ def test_verdict_cache_reuses_identical_episodes_only() -> None:
     from ceiling.harness import HarnessConfig
     from ceiling.policies import load_policy
     from ceiling.rollout import run_episodes
-    from ceiling.train._rollouts import pick_backend
-    from ceiling.train._verdict_cache import VerdictCache, cached_env_factory
+    from ceiling.train import VerdictCache, cached_env_factory, pick_backend
 
     backend = pick_backend("namespace")[0]
     cache = VerdictCache()
@@ -86,7 +85,7 @@ def test_one_real_grpo_step_in_sandboxed_episodes(tmp_path: Path, tiny_tok: Any)
     """The default rollout path end to end: live model -> harness -> sandbox -> verifier ->
     GRPO update -> checkpoint (local backend; budgets cut to 2 steps to stay fast)."""
     from ceiling.cards import Budget
-    from ceiling.train._config import config_from_dict
+    from ceiling.train import config_from_dict
     from ceiling.train._trainer import Trainer, default_rollout
 
     from .conftest import make_model
@@ -116,7 +115,7 @@ def test_one_real_grpo_step_in_sandboxed_episodes(tmp_path: Path, tiny_tok: Any)
 def test_demo_report_renders_the_required_sections(tmp_path: Path) -> None:
     import json
 
-    from ceiling.train._demo import DemoConfig, demo_suite
+    from ceiling.train import DemoConfig, demo_suite
     from ceiling.train._demo_report import per_template, render
 
     suite, held = demo_suite(2, 1)
@@ -150,8 +149,7 @@ def test_demo_report_renders_the_required_sections(tmp_path: Path) -> None:
 
 
 def test_stage_arms_from_a_task_mix_file(tmp_path: Path) -> None:
-    from ceiling.train._cards import stage_arms
-    from ceiling.train._config import StageConfig
+    from ceiling.train import StageConfig, stage_arms
 
     mix = tmp_path / "mix.yaml"
     mix.write_text("task_mix: {terminal_ops: 1.0}\n"

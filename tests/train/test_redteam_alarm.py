@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from ceiling._errors import ConfigError
+from ceiling import ConfigError
 from ceiling.rollout import Trajectory
+from ceiling.train import Trainer
 from ceiling.train._alarm import HackAlarm, integrity_metrics
 from ceiling.train._config import AlarmSettings, TrainConfig, config_from_dict
-from ceiling.train._trainer import Trainer
 
 from .conftest import make_model
 from .test_trainer import fake_rollout

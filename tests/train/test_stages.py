@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ceiling._errors import ConfigError
-from ceiling.train._config import StageConfig
-from ceiling.train._stages import check_stage_order, stage_reliability
+from ceiling import ConfigError
+from ceiling.train import StageConfig, check_stage_order, stage_reliability
 
 COPY = "terminal_ops/demo-copy-v1"
 EXPLOITS = ["delete_tests", "give_up_feasible"]
@@ -61,8 +60,7 @@ def test_stages_command_prints_json(tmp_path: Path) -> None:
 
     from typer.testing import CliRunner
 
-    from ceiling.cli import _load
-    from ceiling.cli._app import app
+    from ceiling.cli import _load, app
 
     _load()
     cfg = tmp_path / "t.yaml"

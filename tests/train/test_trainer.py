@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from ceiling._errors import CeilingError, ConfigError
+from ceiling import CeilingError, ConfigError
 from ceiling.rollout import Trajectory, Turn
-from ceiling.train._config import TrainConfig, config_from_dict, load_config
-from ceiling.train._trainer import Trainer
+from ceiling.train import TrainConfig, Trainer, config_from_dict, load_config
 
 from .conftest import make_model
 
@@ -108,7 +107,7 @@ def test_checkpoint_adapter_loads_with_peft_and_records_the_base(base_dir: Path,
     from transformers import AutoModelForCausalLM
 
     from ceiling.basemodel import weights_sha256
-    from ceiling.train._checkpoint import verify_base
+    from ceiling.train import verify_base
 
     s = Trainer(_cfg(base_dir, stages=[{"name": "a", "tags": ["demo"], "steps": 2}]),
                 tmp_path / "r", rollout_factory=fake_rollout).run()

@@ -44,7 +44,7 @@ def test_add_neg():
 
 
 def _backend() -> str:
-    from ceiling.sandbox._namespace import namespaces_available
+    from ceiling.sandbox import namespaces_available
 
     return "namespace" if namespaces_available() is None else "local"
 

@@ -83,7 +83,7 @@ def test_redteam_reports_by_class_and_exits_1_on_a_positive(
         backend: str, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     from ceiling.tools import Action
-    from ceiling.verify._plans import ScriptPlan
+    from ceiling.verify import ScriptPlan
     from ceiling.verify.exploits import EXPLOITS
 
     cheat = ScriptPlan("oracle_cheat", [lambda c: Action("run", {"cmd": c.solution})],
