@@ -18,6 +18,7 @@ from ceiling.rollout import Trajectory, Turn
 from ceiling.train import Trainer, config_from_dict
 from ceiling.train._es import ES, ESSettings, centered_ranks
 from ceiling.train._optim import optimizer_factory
+from ceiling.verify import Outcome
 
 from .conftest import make_model
 
@@ -27,7 +28,7 @@ def _traj(reward: float, i: int = 0) -> Trajectory:
                       type="x", horizon="short", difficulty=1, split="train", feasible=True,
                       faults=False, seed=0, sample=i, policy="p", harness_fingerprint="f",
                       sampling={}, reward=reward, passed=reward > 0,
-                      outcome="solved" if reward > 0 else "failed", turns=[Turn(text="")])
+                      outcome=Outcome.SOLVED if reward > 0 else Outcome.FAILED, turns=[Turn(text="")])
 
 
 def _toy(model: Any, target: list[torch.Tensor]) -> Any:
