@@ -118,3 +118,21 @@ def test_the_training_yaml_names_the_executor() -> None:
     assert (cfg.executor, cfg.ray_address) == ("ray", "auto")
     with pytest.raises(ConfigError, match="executor"):
         config_from_dict({**data, "executor": "dask"})
+
+
+def test_cluster_messages_go_to_stderr_not_to_a_json_report(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ray's driver prints a lost node's notice to stdout from a thread (CI: it broke
+    `envs validate --json --executor ray`); connecting routes those messages to stderr."""
+    pytest.importorskip("ray")
+    from ray._private import worker as w
+
+    from ceiling.rollout._ray import _cluster_messages_to_stderr
+
+    _cluster_messages_to_stderr()
+    _cluster_messages_to_stderr()  # idempotent: one wrapper, not a chain
+    assert getattr(w.print_to_stdstream, "_ceiling_stderr", False)
+    w.print_to_stdstream({"lines": ["The node with node id: x has been marked dead"],
+                          "pid": "raylet", "is_err": False}, ignore_prefix=False)
+    out, err = capsys.readouterr()
+    assert out == "" and "marked dead" in err

@@ -113,8 +113,9 @@ def test_a_node_killed_mid_run_loses_no_episode_and_writes_each_once(
     assert all(t.outcome != "infra_error" for t in trajs)
     got = _view(read_trajectories(out))
     assert got == _view(local_run), _diff(got, _view(local_run))
-    retried = [t for t in trajs if t.timings.get("retries")]
-    assert len(retried) == st.retried
+    # each re-run is on its episode's record (an episode can be lost twice: re-placed on
+    # the dying node before the cluster marked it dead)
+    assert sum(int(t.timings.get("retries", 0)) for t in trajs) == st.retried
 
 
 def test_validate_and_redteam_run_on_the_cluster(cluster: Any) -> None:

@@ -157,11 +157,36 @@ def _actor_class() -> Any:
     return _ACTOR
 
 
+def _cluster_messages_to_stderr() -> None:
+    """Send the cluster's messages to this process's stderr, never its stdout.
+
+    Ray's driver prints cluster errors ("(raylet) The node with node id ... has been marked
+    dead") to ``sys.stdout`` from a background thread, ``log_to_driver=False`` or not; on a
+    command whose stdout is a JSON report (``--json``) a lost node made the report
+    unparseable. The thread looks ``print_to_stdstream`` up in its module on each message,
+    so a wrapper there that marks every batch as an error routes it to stderr."""
+    try:
+        from ray._private import worker as w
+    except ImportError:  # pragma: no cover - another Ray layout: its messages stay as they are
+        return
+    orig = getattr(w, "print_to_stdstream", None)
+    if orig is None or getattr(orig, "_ceiling_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        orig({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr._ceiling_stderr = True  # type: ignore[attr-defined]
+    w.print_to_stdstream = to_stderr
+
+
 def connect(address: str | None) -> None:
     """Join the cluster at ``address`` (or start a one-node Ray here when None), once per
-    process; a process already connected keeps its connection."""
+    process; a process already connected keeps its connection. The cluster's messages go
+    to stderr (stdout stays the command's own)."""
     import ray
 
+    _cluster_messages_to_stderr()
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -75,7 +75,8 @@ class RunStats:
     steps: int = 0
     episodes: int = 0
     skipped: int = 0  # already in the out file
-    retried: int = 0  # episodes re-run because their worker or node died
+    retried: int = 0  # re-runs of episodes whose worker or node died (one episode lost
+    # twice counts twice; each trajectory's timings['retries'] holds its own count)
     stragglers: int = 0  # episodes cancelled past their timeout (ray executor)
     executor: str = "local"
 
