@@ -139,7 +139,8 @@ class HFPolicy:
             except Exception as e:  # noqa: BLE001 - becomes Generation(error=...)
                 out[i] = Generation(text="", finish_reason="error", error=str(e))
         was_training = bool(getattr(self.model, "training", False))
-        self.model.eval()  # no dropout while sampling; a trainer's mode is restored below
+        if was_training:  # no dropout while sampling; a trainer's mode is restored below
+            self.model.eval()
         try:
             with _MERGE_LOCK, merged_lora(self.model):
                 for start in range(0, len(encoded), self.max_batch):

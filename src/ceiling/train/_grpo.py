@@ -56,6 +56,13 @@ class GRPO:
         self.opt = torch.optim.AdamW(self.params, lr=settings.lr, betas=(0.9, 0.99),
                                      weight_decay=settings.weight_decay)
         self.device = next(model.parameters()).device
+        # train mode only changes what dropout does; switching it walks every module twice
+        # per update, a measurable share of a tiny model's step, so it is skipped when the
+        # model has no dropout with p > 0 (LoRA dropout 0, Llama's attention dropout 0)
+        cfg = getattr(model, "config", None)
+        self.train_mode = any(isinstance(m, torch.nn.Dropout) and m.p > 0
+                              for m in model.modules()) or \
+            float(getattr(cfg, "attention_dropout", 0.0) or 0.0) > 0
 
     def step(self, ctx: StepContext) -> StepResult:
         groups = ctx.rollout(ctx.cards, self.s.group_size, ctx.seed)
@@ -107,7 +114,8 @@ class GRPO:
         trained = fwd = 0
         agg: dict[str, float] = {}
         mismatch = 0.0
-        self.model.train()
+        if self.train_mode:
+            self.model.train()
         for epoch in range(self.s.updates_per_batch):
             self.opt.zero_grad(set_to_none=True)
             for chunk, b, ref in zip(chunks, batches, refs, strict=True):
@@ -127,7 +135,8 @@ class GRPO:
             gnorm = torch.nn.utils.clip_grad_norm_(self.params, self.s.max_grad_norm)
             agg["grad_norm"] = agg.get("grad_norm", 0.0) + float(gnorm) / self.s.updates_per_batch
             self.opt.step()
-        self.model.eval()
+        if self.train_mode:
+            self.model.eval()
         fwd = sum(int(b.attention_mask.sum()) for b in batches) if self.s.loss.beta else 0
         metrics.update(agg)
         metrics.update(updated=1.0, policy_tokens=float(total_tok),
