@@ -148,3 +148,31 @@ def test_eval_runs_on_the_cluster(cluster: Any) -> None:
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)
     assert rep["episodes"] == 2 and rep["infra_errors"] == 0 and rep["pass@1"]["value"] == 1.0
+
+
+def test_stages_and_synth_validation_run_on_the_cluster(cluster: Any, tmp_path: Path) -> None:
+    """The two remaining commands that run episodes: `ceiling stages` (reward reliability
+    per stage) and `ceiling synth trajectories` (its validation gates) with --executor ray
+    give what they give locally."""
+    import ceiling.cli.bench_train_cmds  # noqa: F401 - registers the commands
+    import ceiling.cli.synth_cmds  # noqa: F401
+    from ceiling.cli._app import app
+
+    ray_opts = ["--executor", "ray", "--ray-address", cluster.address]
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text("stages:\n  - name: one\n    templates: [terminal_ops/demo-copy-v1]\n")
+    res = CliRunner().invoke(app, ["stages", str(cfg), "--json", "--exploits", "1",
+                                   "--no-cache", *ray_opts])
+    assert res.exit_code == 0, res.output
+    st = json.loads(res.stdout)["stages"][0]
+    assert st["reliability"] == 1.0 and st["episodes"] == 3  # oracle, null, one exploit
+    trajs = tmp_path / "t.jsonl"
+    trajs.write_text(json.dumps({"id": "rotate", "steps": [
+        {"tool": "read", "args": {"path": "logs/app.log"}, "output": "one\ntwo"},
+        {"tool": "run", "args": {"cmd": "mv logs/app.log logs/app.log.1"}},
+        {"tool": "run", "args": {"cmd": ": > logs/app.log"}}]}) + "\n")
+    res = CliRunner().invoke(app, ["synth", "trajectories", str(trajs), "--out",
+                                   str(tmp_path / "cards"), "--json", *ray_opts])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["cards"] == 1 and rep["trajectories"] == 1, rep

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from ._app import app, bench_app
+from ._executor_opts import ExecutorOpt, RayAddressOpt, check_executor
 
 
 @bench_app.command("train")
@@ -73,6 +74,8 @@ def stages_cmd(
                                                    help="exploits per card")] = 3,
     backend: Annotated[str, typer.Option("--backend", help="namespace or local")] = "namespace",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="measure again")] = False,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Measure each stage's reward reliability (oracle solve rate x null fail rate x share
     of exploit runs earning <= 0, on a small sample per template, cached) and warn when a
@@ -85,6 +88,7 @@ def stages_cmd(
     from ..train._config import load_config
     from ..train._stages import check_stage_order, stage_reliability
 
+    check_executor(executor, ray_address)
     cfg = load_config(config)
     err = Console(stderr=True)
     rows = []
@@ -93,7 +97,8 @@ def stages_cmd(
             status.update(f"stage {st.name}")
             rows.append(stage_reliability(st, cards_per_template=cards_per_template,
                                           exploits_per_card=exploits_per_card,
-                                          backend=backend, cache=not no_cache))
+                                          backend=backend, cache=not no_cache,
+                                          executor=executor, ray_address=ray_address))
     warnings = check_stage_order(cfg.stages, [r.reliability for r in rows])
     result = {"config": config, "stages": [r.as_dict() for r in rows], "warnings": warnings}
     if as_json:

@@ -15,6 +15,7 @@ import typer
 
 from .._errors import ConfigError
 from ._app import app, bench_app
+from ._executor_opts import ExecutorOpt, RayAddressOpt, check_executor
 
 synth_app = typer.Typer(no_args_is_help=True, help="Synthesize validated task cards from "
                         "real repositories or agent trajectories.")
@@ -86,6 +87,8 @@ def synth_repo_cmd(
     workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     backend: Backend = "namespace",
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Inject bugs into a real project's covered functions and keep the ones its own tests
@@ -96,9 +99,10 @@ def synth_repo_cmd(
     from ..synth import RepoOptions, synth_repo
 
     _check_backend(backend)
+    check_executor(executor, ray_address)
     opts = RepoOptions(limit=limit, seed=seed, backend=backend, workers=workers, split=split,
                        combo_share=combo_share, max_candidates=max_candidates, writer=writer,
-                       exploits=exploits)
+                       exploits=exploits, executor=executor, ray_address=ray_address)
     with _progress(f"synth {source}") as update:
         rep = synth_repo(source, out, opts, progress=update)
     _emit(rep) if as_json else sys.stdout.write(_text(rep, f"synth repo {source}"))
@@ -118,6 +122,8 @@ def synth_trajectories_cmd(
     exploits: Annotated[int, typer.Option("--exploits", min=0, help="exploits per card")] = 1,
     workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
     backend: Backend = "namespace",
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Recover the initial workspace of each trajectory by replaying its file operations
@@ -128,8 +134,10 @@ def synth_trajectories_cmd(
     from ..synth import TrajOptions, synth_trajectories
 
     _check_backend(backend)
+    check_executor(executor, ray_address)
     opts = TrajOptions(limit=limit, backend=backend, workers=workers, exploits=exploits,
-                       depth=depth, breadth=breadth)
+                       depth=depth, breadth=breadth, executor=executor,
+                       ray_address=ray_address)
     with _progress(f"synth {file}") as update:
         rep = synth_trajectories(file, out, opts, progress=update)
     _emit(rep) if as_json else sys.stdout.write(_text(rep, f"synth trajectories {file}"))

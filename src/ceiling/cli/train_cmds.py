@@ -100,7 +100,8 @@ def train_cmd(
         from ..train import check_stage_order
 
         _err(f"measuring the reward reliability of {len(cfg.stages)} stages ...")
-        for w in check_stage_order(cfg.stages, backend=cfg.backend):
+        for w in check_stage_order(cfg.stages, backend=cfg.backend, executor=cfg.executor,
+                                   ray_address=cfg.ray_address):
             _err(f"warning: {w}")
     prog, on_step = _progress_cb(cfg.total_steps)
     with prog:

@@ -63,12 +63,14 @@ def evidence(rep: dict[str, Any], card_id: str) -> str:
 
 
 def validate_batch(cards: Sequence[TaskCard], *, backend: str, workers: int,
-                   exploits: int) -> tuple[dict[str, str | None], dict[str, Any]]:
-    """Run :func:`ceiling.check.validate` on ``cards``; card id -> refusal or None."""
+                   exploits: int, executor: str = "local", ray_address: str | None = None
+                   ) -> tuple[dict[str, str | None], dict[str, Any]]:
+    """Run :func:`ceiling.check.validate` on ``cards`` (on ``executor``); card id ->
+    refusal or None."""
     from ..check import validate
 
     rep = validate(cards, backend=backend, repeats=1, exploits_per_card=exploits,
-                   workers=workers)
+                   workers=workers, executor=executor, ray_address=ray_address)
     out: dict[str, str | None] = {c.id: None for c in cards}
     for i in rep["infra_errors"]:
         out[i["card"]] = "infra_error"

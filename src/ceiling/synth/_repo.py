@@ -58,6 +58,8 @@ class RepoOptions:
     seed: int = 0
     backend: str = "namespace"
     workers: int = 2
+    executor: str = "local"  # where validation episodes run: local | ray
+    ray_address: str | None = None
     split: str = "train"
     combo_share: float = 0.25
     max_candidates: int | None = None
@@ -365,7 +367,9 @@ class RepoSynth:
             finals.append((c, card, failing, passing, dd))
         if finals:
             verdicts, vrep = validate_batch([f[1] for f in finals], backend=self.o.backend,
-                                            workers=self.o.workers, exploits=self.o.exploits)
+                                            workers=self.o.workers, exploits=self.o.exploits,
+                                            executor=self.o.executor,
+                                            ray_address=self.o.ray_address)
             for c, card, failing, passing, dd in finals:
                 why = verdicts.get(card.id)
                 if why is None and len(c.bugs) > 1 and truncated_passes(

@@ -61,6 +61,8 @@ class TrajOptions:
     limit: int | None = None
     backend: str = "namespace"
     workers: int = 2
+    executor: str = "local"  # where validation episodes run: local | ray
+    ray_address: str | None = None
     exploits: int = 1
     depth: int = 0  # chain up to this many trajectories into one card (0: off)
     breadth: int = 0  # combine up to this many pairs (0: off)
@@ -431,7 +433,8 @@ def synth_trajectories(file: str | os.PathLike[str], out: str | os.PathLike[str]
             break
         chunk = pending[i:i + opts.batch]
         verdicts, vrep = validate_batch([c for _k, _p, c, _kind in chunk], backend=opts.backend,
-                                     workers=opts.workers, exploits=opts.exploits)
+                                     workers=opts.workers, exploits=opts.exploits,
+                                     executor=opts.executor, ray_address=opts.ray_address)
         for key, pcs, card, kind in chunk:
             why = verdicts.get(card.id)
             if why is None and (opts.limit is None or cards_total < opts.limit):

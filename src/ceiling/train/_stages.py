@@ -29,7 +29,6 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,8 +103,10 @@ def _cards(template: str, arms: list[tuple[int, str]], n: int) -> list[TaskCard]
 
 def _measure_template(template: str, arms: list[tuple[int, str]], stage: StageConfig, *,
                       cards_per_template: int, exploits_per_card: int, exploit_names: list[str],
-                      offset: int, backend: str, workers: int) -> tuple[TemplateReliability, int]:
+                      offset: int, backend: str, workers: int, executor: str = "local",
+                      ray_address: str | None = None) -> tuple[TemplateReliability, int]:
     from ..check import run_plan
+    from ..rollout import map_jobs
     from ..verify import null_plan, oracle_plan
     from ..verify.exploits import EXPLOITS
 
@@ -124,16 +125,17 @@ def _measure_template(template: str, arms: list[tuple[int, str]], stage: StageCo
                 jobs.append((card, p, "exploit"))
                 picked += 1
 
-    def play(j: tuple[TaskCard, Any, str]) -> tuple[TaskCard, str, str, str, float]:
-        v, _ = run_plan(j[0], j[1], backend=backend, spec=stage.reward)
-        return j[0], j[1].name, j[2], v.outcome.value, float(v.reward)
+    spec = stage.reward
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
-        results = list(ex.map(play, jobs))
+    def play(j: tuple[TaskCard, Any, str]) -> tuple[str, str, str, str, float]:
+        v, _ = run_plan(j[0], j[1], backend=backend, spec=spec)
+        return j[0].id, j[1].name, j[2], v.outcome.value, float(v.reward)
+
+    results = map_jobs(play, jobs, workers=workers, executor=executor, ray_address=ray_address)
     from ..verify import Outcome
 
     r = TemplateReliability(template, cards=len(cards))
-    for card, name, role, outcome, reward in results:
+    for card_id, name, role, outcome, reward in results:
         if role == "oracle":
             r.oracle_solved += int(Outcome(outcome).passed)
             r.infra_errors += int(outcome == Outcome.INFRA_ERROR)
@@ -146,16 +148,19 @@ def _measure_template(template: str, arms: list[tuple[int, str]], stage: StageCo
                 r.exploits.append(name)
             if reward > 0:
                 r.exploit_positive += 1
-                r.positives.append(f"{name} on {card.id}: {reward:.3g}")
+                r.positives.append(f"{name} on {card_id}: {reward:.3g}")
     return r, len(jobs)
 
 
 def stage_reliability(stage: StageConfig, *, cards_per_template: int = 1,
                       exploits_per_card: int = 3, exploits: Sequence[str] | None = None,
                       backend: str = "namespace", workers: int = 2,
-                      cache: bool = True) -> StageReliability:
+                      cache: bool = True, executor: str = "local",
+                      ray_address: str | None = None) -> StageReliability:
     """Measure ``stage``'s reward reliability (see the module doc) with a per-template
-    breakdown. ``exploits`` restricts the corpus (default: all of it)."""
+    breakdown. ``exploits`` restricts the corpus (default: all of it). ``executor`` /
+    ``ray_address``: where the episodes run (``ceiling.rollout.map_jobs``); the result and
+    its cache do not depend on them."""
     from .._errors import ConfigError
     from ..verify.exploits import EXPLOITS
 
@@ -186,7 +191,8 @@ def stage_reliability(stage: StageConfig, *, cards_per_template: int = 1,
         row, played = _measure_template(template, arms, stage, cards_per_template=cards_per_template,
                                    exploits_per_card=exploits_per_card, exploit_names=names,
                                    offset=i * exploits_per_card * cards_per_template,
-                                   backend=backend, workers=workers)
+                                   backend=backend, workers=workers,
+                                   executor=executor, ray_address=ray_address)
         episodes += played
         rows.append(row)
         if cache and row.infra_errors == 0:
