@@ -41,7 +41,6 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "ceiling.verify",
     "RewardSpec": "ceiling.verify",
     "Verifier": "ceiling.verify",
-    "verify": "ceiling.verify",
     "Harness": "ceiling.harness",
     "HarnessConfig": "ceiling.harness",
     "render_line_episode": "ceiling.harness",
@@ -68,10 +67,17 @@ _EXPORTS: dict[str, str] = {
     "verify_base": "ceiling.train",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])  # noqa: PLE0605
+# sub-packages whose name a door export would shadow: ``ceiling.verify`` is always the
+# package (its ``verify(card, sandbox)`` function is ``ceiling.verify.verify``); a function
+# cached under the package's name broke ``import ceiling.verify`` for the whole process
+_PACKAGES = ("verify",)
+
+__all__ = sorted([*_EXPORTS, *_PACKAGES, "__version__"])  # noqa: PLE0605
 
 
 def __getattr__(name: str) -> Any:
+    if name in _PACKAGES:
+        return importlib.import_module(f"ceiling.{name}")
     mod = _EXPORTS.get(name)
     if mod is None:
         raise AttributeError(f"module 'ceiling' has no attribute {name!r}")

@@ -10,7 +10,7 @@ import pytest
 
 from ceiling import CeilingError, ConfigError
 from ceiling.basemodel import FIXTURE, _corpus, resolve, weights_sha256
-from ceiling.basemodel._tokenizer import train_tokenizer
+from ceiling.basemodel.build import train_tokenizer
 from ceiling.envs._common import EXTS_HELDOUT, WORDS_HELDOUT
 
 
@@ -75,7 +75,7 @@ def test_resolve_errors_and_smollm2_hook(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_build_writes_a_loadable_model(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ceiling.basemodel._pretrain import BuildConfig, build_tiny
+    from ceiling.basemodel.build import BuildConfig, build_tiny
 
     out = tmp_path / "tiny"
     rep = build_tiny(out, BuildConfig(steps=3, action_steps=2, episodes=300, batch_size=4,
@@ -97,7 +97,7 @@ def test_build_writes_a_loadable_model(tmp_path: Path) -> None:
 
 
 def test_action_masks_cover_exactly_the_action_lines() -> None:
-    from ceiling.basemodel._pretrain import encode_episodes
+    from ceiling.basemodel.build import encode_episodes
 
     texts = _corpus.render(_corpus.generate(50, 4))
     tok = train_tokenizer(texts, vocab_size=500)

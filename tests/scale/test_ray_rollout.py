@@ -154,7 +154,7 @@ def test_stages_and_synth_validation_run_on_the_cluster(cluster: Any, tmp_path: 
     """The two remaining commands that run episodes: `ceiling stages` (reward reliability
     per stage) and `ceiling synth trajectories` (its validation gates) with --executor ray
     give what they give locally."""
-    import ceiling.cli.bench_train_cmds  # noqa: F401 - registers the commands
+    import ceiling.cli.bench_train_cmds
     import ceiling.cli.synth_cmds  # noqa: F401
     from ceiling.cli._app import app
 

@@ -10,7 +10,7 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_tok() -> Any:
     from ceiling.basemodel import _corpus
-    from ceiling.basemodel._tokenizer import train_tokenizer
+    from ceiling.basemodel.build import train_tokenizer
 
     return train_tokenizer(_corpus.render(_corpus.generate(400, 0)), vocab_size=400)
 

@@ -142,7 +142,7 @@ def base_dir(tmp_path_factory: pytest.TempPathFactory, tiny_tok: Any) -> Path:
 def _sampled_rollout(model: Any, tok: Any, cfg: Any, stage: Any, backend: str) -> Any:
     """Real sampled replies of the live model; reward: the reply's sampling log-prob (a
     continuous function of the adapter, so perturbations always rank differently)."""
-    from ceiling.basemodel._corpus import prompt_of
+    from ceiling.basemodel.build import prompt_of
     from ceiling.policies import PolicyRequest, SamplingParams
     from ceiling.policies._hf import HFPolicy
 

@@ -45,7 +45,7 @@ def test_keep_scores_equal_the_full_sequence_scores(tiny_tok: Any) -> None:
 
 
 def test_merged_sampling_restores_the_base_exactly(tiny_tok: Any) -> None:
-    from ceiling.basemodel._corpus import prompt_of
+    from ceiling.basemodel.build import prompt_of
 
     model = _adapted(tiny_tok)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

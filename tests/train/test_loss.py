@@ -100,7 +100,7 @@ def test_collate_aligns_completion_mask_and_old_logprobs() -> None:
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_recomputed_logprobs_match_the_hf_policy_recorded_ones(tiny_tok: Any,
                                                                temperature: float) -> None:
-    from ceiling.basemodel._corpus import prompt_of
+    from ceiling.basemodel.build import prompt_of
     from ceiling.policies._hf import HFPolicy
 
     model = make_model(tiny_tok, seed=1)
@@ -140,7 +140,7 @@ def test_groups_without_variance_and_infra_errors_are_dropped() -> None:
 
 
 def test_grpo_update_moves_only_the_adapter_toward_rewarded_replies(tiny_tok: Any) -> None:
-    from ceiling.basemodel._corpus import prompt_of
+    from ceiling.basemodel.build import prompt_of
 
     model = make_model(tiny_tok, seed=2)
     base_before = {n: p.detach().clone() for n, p in model.named_parameters()

@@ -1,7 +1,7 @@
 """Built-in base models, loaded through ``transformers`` exactly as a user's model is.
 
-- ``tiny``: a ~1M-parameter Llama pre-trained by :func:`build_tiny` on the built-in corpus
-  (:mod:`._corpus`), shipped as a small fixture in ``basemodel/data/tiny`` and reproduced by
+- ``tiny``: a ~1M-parameter Llama pre-trained by :func:`ceiling.basemodel.build.build_tiny`
+  on the built-in corpus (:mod:`ceiling.basemodel.build`), shipped as a small fixture in ``basemodel/data/tiny`` and reproduced by
   ``ceiling base build``.
 - ``tiny-multistep``: ``tiny`` further pre-trained on chained episodes of 2-4 demo
   operations (``corpus="multistep"``), shipped in ``basemodel/data/tiny-multistep``: the
@@ -73,12 +73,4 @@ def weights_sha256(path: Path | str) -> str:
     return h.hexdigest()
 
 
-def build_tiny(out: Path, **kw: object) -> object:
-    """Pre-train ``builtin:tiny`` into ``out`` (see :mod:`._pretrain`); returns the report."""
-    from ._pretrain import BuildConfig
-    from ._pretrain import build_tiny as _build
-
-    return _build(Path(out), BuildConfig(**kw))  # type: ignore[arg-type]
-
-
-__all__ = ["BASES", "FIXTURE", "FIXTURE_MULTISTEP", "build_tiny", "resolve", "weights_sha256"]
+__all__ = ["BASES", "FIXTURE", "FIXTURE_MULTISTEP", "resolve", "weights_sha256"]

@@ -9,9 +9,11 @@ This package sits above :mod:`ceiling.env` (it plays scripted plans through real
 - :func:`redteam`: every exploit on every card it applies to, tallied by plan and class.
 - :func:`bench_env`: oracle episodes per second and what grading costs against a bare pytest.
 - :func:`cards_for` / :func:`card_folders`: the cards a CLI target names.
+- :func:`parse_rates`: the share of a model's turns that parse, per harness format.
 """
 
 from ._bench import bare_pytest, bench_env
+from ._parse_rate import parse_rates
 from ._validate import (
     Run,
     card_folders,
@@ -24,4 +26,4 @@ from ._validate import (
 )
 
 __all__ = ["Run", "bare_pytest", "bench_env", "card_folders", "cards_for", "inprocess_cards",
-           "redteam", "redteam_jobs", "run_plan", "validate"]
+           "parse_rates", "redteam", "redteam_jobs", "run_plan", "validate"]

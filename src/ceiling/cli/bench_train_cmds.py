@@ -40,7 +40,7 @@ def bench_train(
     """
     from rich.console import Console
 
-    from ..train._trl_bench import TrainBenchSettings, run_train_bench
+    from ..train import TrainBenchSettings, run_train_bench
 
     s = TrainBenchSettings(steps=steps, warmup=warmup, prompts=prompts, group_size=group_size,
                            max_new_tokens=max_new_tokens, base=base, seed=seed,
@@ -85,8 +85,7 @@ def stages_cmd(
     """
     from rich.console import Console
 
-    from ..train._config import load_config
-    from ..train._stages import check_stage_order, stage_reliability
+    from ..train import check_stage_order, load_config, stage_reliability
 
     check_executor(executor, ray_address)
     cfg = load_config(config)

@@ -35,8 +35,8 @@ def bench_harness_cmd(
 
     Example: ceiling bench harness --policy builtin:smollm2 --formats json,bash,line --json
     """
+    from ..check import parse_rates
     from ..evaluate import resolve_suite
-    from ..harness._parse_rate import parse_rates
 
     fmts = [f.strip() for f in formats.split(",") if f.strip()]
     if suite == "demo":

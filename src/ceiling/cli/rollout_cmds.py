@@ -32,9 +32,9 @@ def serve_cmd(
     Example: ceiling serve --model ./my-model --adapter ./ckpt/adapter --port 8000
     then:    ceiling eval --policy openai:my-model@http://127.0.0.1:8000/v1 --suite terminal_ops
     """
-    from ..policies._serve import _default_name, serve
+    from ..policies import default_model_name, serve
 
-    print(f"serving {_default_name(model, adapter) if name is None else name} on "
+    print(f"serving {default_model_name(model, adapter) if name is None else name} on "
           f"http://{host}:{port}/v1 (Ctrl-C to stop)", file=sys.stderr)
     serve(model, adapter, host=host, port=port, model_name=name, device=device)
 

@@ -217,7 +217,7 @@ def base_build_cmd(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..basemodel._pretrain import BuildConfig, build_tiny
+    from ..basemodel.build import BuildConfig, build_tiny
 
     kw: dict[str, Any] = {"seed": seed, "threads": threads, "corpus": corpus}
     if block is not None or corpus == "multistep":

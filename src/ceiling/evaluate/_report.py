@@ -20,7 +20,7 @@ from .. import __version__
 from ._store import RunRecord
 from ._svg import PALETTE, svg_bar_chart, svg_line_chart
 
-_CSS = """
+REPORT_CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1060px;color:#111;
  line-height:1.4;padding:0 16px}
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;
@@ -57,7 +57,8 @@ def _bar(m: Mapping[str, Any] | None) -> tuple[float, tuple[float, float] | None
     return (float(m["value"]), (float(ci[0]), float(ci[1])) if ci else None)
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], num_from: int = 1) -> str:
+def html_table(head: Sequence[str], rows: Sequence[Sequence[str]], num_from: int = 1) -> str:
+    """An HTML table (cells escaped; columns from ``num_from`` on right-aligned as numbers)."""
     h = "".join(f"<th>{escape(c)}</th>" for c in head)
     body = "".join(
         "<tr>" + "".join(f'<td class="num">{c}</td>' if i >= num_from else f"<td>{c}</td>"
@@ -82,7 +83,7 @@ def _runs_section(runs: list[tuple[str, dict[str, Any]]]) -> str:
         + "; ".join(f"{m['count']}x {escape(m['message'])}"
                     for m in s.get("infra_error_messages", [])) + "</p>"
         for label, s in runs if s.get("infra_errors"))
-    return _table(["run", "policy", "suite", "key", "cards", "episodes", "k", "pass@1 [95% CI]",
+    return html_table(["run", "policy", "suite", "key", "cards", "episodes", "k", "pass@1 [95% CI]",
                    "pass@k [95% CI]", "infra errors"], rows, num_from=4) + warn
 
 
@@ -159,7 +160,7 @@ def _charts(runs: list[tuple[str, dict[str, Any]]]) -> str:
                      f"({escape(str(b.get('wrong_giveup_basis', '')))})</span>",
                      _fmt_rate(s.get("heldout_gap")), _fmt_rate(pe.get("steps"), 1),
                      _fmt_rate(pe.get("tokens"), 0), _fmt_rate(pe.get("seconds"), 2)])
-    parts.append(_table(["run", "recovery", "correct give-up", "wrong give-up",
+    parts.append(html_table(["run", "recovery", "correct give-up", "wrong give-up",
                          "held-out gap (train - heldout)", "steps / episode",
                          "tokens / episode", "seconds / episode"], rows))
     return "".join(parts)
@@ -171,7 +172,7 @@ def _outcomes(runs: list[tuple[str, dict[str, Any]]]) -> str:
         names += [o for o in (s.get("outcomes") or {}) if o not in names]
     rows = [[escape(label)] + [str((s.get("outcomes") or {}).get(o, 0)) for o in names]
             for label, s in runs]
-    return "<h2>Outcomes</h2>" + _table(["run", *names], rows)
+    return "<h2>Outcomes</h2>" + html_table(["run", *names], rows)
 
 
 def _comparison(c: Mapping[str, Any]) -> str:
@@ -199,7 +200,7 @@ def _comparison(c: Mapping[str, Any]) -> str:
                  for f in flips["regressed"][:30])
     fi = "".join(f"<li>{escape(f['card'])}: {f['a']:.2f} &rarr; {f['b']:.2f}</li>"
                  for f in flips["improved"][:30])
-    return (head + _table(["metric", la, lb, "delta", "95% CI (paired)", "cards"], rows)
+    return (head + html_table(["metric", la, lb, "delta", "95% CI (paired)", "cards"], rows)
             + f"<p class=note>{c['shared_cards']} shared cards; McNemar exact p = {mc['p']:.3g}"
             f" ({mc['pass_to_fail']} pass&rarr;fail, {mc['fail_to_pass']} fail&rarr;pass; "
             f"{escape(mc['basis'])}).</p>"
@@ -218,7 +219,7 @@ def render_report(runs: Sequence[RunRecord | Mapping[str, Any]], *,
     note = (f"Intervals: {boot['method']}, {boot['resamples']} resamples, seed {boot['seed']}, "
             f"level {boot['level']:.0%}." if boot else "")
     parts = [(f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-             f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"),
+             f"<title>{escape(title)}</title><style>{REPORT_CSS}</style></head><body>"),
              (f"<h1>{escape(title)}</h1><p class=note>ceiling {escape(__version__)}, "
              f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}. An episode passes when it is "
              f"solved or a correct abstention; infra errors are left out of every rate. "

@@ -5,10 +5,24 @@
 :class:`PolicyRequest` and returns one :class:`Generation` per request.
 """
 
-from ._hf import adapters_off, merged_lora
+from ._hf import HFPolicy, adapters_off, merged_lora
 from ._load import KINDS, load_policy, policy_tokenizer, resolve_builtin
+from ._serve import default_model_name, serve
 from ._types import Generation, Policy, PolicyRequest, SamplingParams, sampling_params
 
-__all__ = ["KINDS", "Generation", "Policy", "PolicyRequest", "SamplingParams", "adapters_off",
-           "load_policy", "merged_lora", "policy_tokenizer", "resolve_builtin",
-           "sampling_params"]
+__all__ = [
+           "KINDS",
+           "Generation",
+           "HFPolicy",
+           "Policy",
+           "PolicyRequest",
+           "SamplingParams",
+           "adapters_off",
+           "default_model_name",
+           "load_policy",
+           "merged_lora",
+           "policy_tokenizer",
+           "resolve_builtin",
+           "sampling_params",
+           "serve",
+]

@@ -162,11 +162,11 @@ def serve(model: str, adapter: str | None = None, *, host: str = "127.0.0.1", po
 
     path = str(resolve_builtin(model.split(":", 1)[1])) if model.startswith("builtin:") else model
     policy = HFPolicy(path, adapter, device=device)
-    app = create_app(policy, model_name=model_name or _default_name(model, adapter))
+    app = create_app(policy, model_name=model_name or default_model_name(model, adapter))
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
-def _default_name(model: str, adapter: str | None) -> str:
+def default_model_name(model: str, adapter: str | None) -> str:
     from pathlib import Path
 
     base = model.split(":", 1)[1] if model.startswith("builtin:") else Path(model).name

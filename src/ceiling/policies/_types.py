@@ -57,6 +57,13 @@ class PolicyRequest:
 
 @dataclass
 class Generation:
+    """One reply to one :class:`PolicyRequest`: its text and, where the policy knows them,
+    the reply's token ids with their sampling log-probabilities (what GRPO's importance
+    ratio needs) and the prompt's token ids. ``finish_reason`` is ``"length"`` when the
+    token budget cut the reply; ``error`` (with ``finish_reason="error"``) marks a request
+    the policy failed on, which the rollout records as an ``infra_error`` step, never a
+    crash."""
+
     text: str
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)  # one per token id, sampling policy
@@ -68,6 +75,12 @@ class Generation:
 
 @runtime_checkable
 class Policy(Protocol):
+    """Anything that answers a batch of turns: scripted plans, a ``transformers`` model (with
+    a LoRA adapter), an OpenAI-compatible endpoint. ``spec`` is the string that loads it
+    again (``load_policy(spec)``) and names it in stored runs. One batched
+    :meth:`generate` per rollout round over every live episode; policies that keep
+    per-episode state may also define ``end_episode(episode_id)``."""
+
     spec: str
 
     def generate(self, requests: Sequence[PolicyRequest],

@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..evaluate import svg_line_chart
-from ..evaluate._report import _CSS, _table
+from ..evaluate import REPORT_CSS, html_table, svg_line_chart
 from ._analysis import METRICS, hierarchical, matrix, pass_k_verdict
 from ._config import StudyConfig
 from ._fit import fit_saturating
@@ -166,7 +165,7 @@ def render(result: dict[str, Any]) -> tuple[str, dict[str, str]]:
     svgs = charts(result)
     cfg = result["config"]
     parts = [(f"<!doctype html><html lang=en><head><meta charset=utf-8><title>ceiling study"
-             f"</title><style>{_CSS}</style></head><body>"),
+             f"</title><style>{REPORT_CSS}</style></head><body>"),
              (f"<h1>What post-training buys: {escape(cfg['base'])}</h1>"
              f"<p class=note>{escape(result['created'])}. Optimizers "
              f"{', '.join(NAMES.get(o, o) for o in result['optimizers'])}; seeds "
@@ -195,7 +194,7 @@ def render(result: dict[str, Any]) -> tuple[str, dict[str, str]]:
             rows.append([NAMES.get(opt, opt), str(r["rollouts"]), _sci(r["tokens"]),
                          _sci(r["trainer_flops"]), _f(r["pass@1"]), _f(r["pass@k"]),
                          _f(r["diversity"], 2), ",".join(map(str, r["seeds"]))])
-    parts.append("<h2>The ladder</h2>" + _table(head, rows))
+    parts.append("<h2>The ladder</h2>" + html_table(head, rows))
     frows = []
     for opt, fs in result["fits"].items():
         for m, f in fs.items():
@@ -211,14 +210,14 @@ def render(result: dict[str, Any]) -> tuple[str, dict[str, str]]:
     parts.append(f"<h2>Saturating fits</h2><p>y = y0 + (ymax - y0) x / (x + x50), x in "
                  f"rollouts; the last column is the budget past which one more doubling "
                  f"gains less than {thr} (0: never as much).</p>"
-                 + _table(["optimizer", "metric", "y0", "ymax", "x50", "rmse",
+                 + html_table(["optimizer", "metric", "y0", "ymax", "x50", "rmse",
                            "stop budget"], frows, num_from=2))
     crows = [[NAMES.get(o, o), str(c["rollouts"]), _f(c["pass@1"], sign=True),
               _f(c["pass@k"], sign=True), _f(c["diversity"], 2, sign=True)]
              for o, c in result["change_at_top"].items()]
     parts.append("<h2>Change against the base at the top common rung</h2>"
                  "<p>Paired per card (same held-out cards and sampling seeds).</p>"
-                 + _table(["optimizer", "rollouts", "pass@1", f"pass@{k}", "diversity"], crows))
+                 + html_table(["optimizer", "rollouts", "pass@1", f"pass@{k}", "diversity"], crows))
     parts.append("</body></html>")
     return "\n".join(parts), svgs
 

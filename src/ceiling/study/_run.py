@@ -108,8 +108,7 @@ class Study:
         if f.is_file():
             return dict(json.loads(f.read_text()))
         from ..harness import HarnessConfig
-        from ..policies import SamplingParams
-        from ..policies._hf import HFPolicy
+        from ..policies import HFPolicy, SamplingParams
         from ..rollout import run_episodes
         from ..train import VerdictCache, base_path, cached_env_factory
         from ._analysis import card_counts

@@ -158,7 +158,7 @@ class RepoSynth:
 
     def build(self, cand: Candidate, acceptance: list[str], instruction: str,
               failing: int) -> TaskCard:
-        from ..envs.repo_refactor._kit import oracle_script
+        from ..envs.repo_refactor import oracle_script
         from ..verify import oracle_call_count
 
         mutated = self._files(cand.bugs)
@@ -191,7 +191,7 @@ class RepoSynth:
         return card
 
     def partial_solution(self, cand: Candidate) -> str:
-        from ..envs.repo_refactor._kit import oracle_script
+        from ..envs.repo_refactor import oracle_script
 
         revert = cand.bugs[: max(1, len(cand.bugs) // 2)]
         rest = tuple(b for b in cand.bugs if b not in revert)

@@ -148,7 +148,7 @@ def run_demo(cfg: DemoConfig, *, say: Callable[[str], None] = print,
              on_step: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """Run the whole demo; returns the ``demo.json`` dict (also written to ``cfg.out``)."""
     from ..basemodel import weights_sha256
-    from ..policies._hf import HFPolicy
+    from ..policies import HFPolicy
     from ._config import config_from_dict
     from ._model import base_path
     from ._rollouts import pick_backend

@@ -39,7 +39,7 @@ def pick_backend(want: str) -> tuple[str, str | None]:
 
 
 def live_policy(model: Any, tok: Any, spec: str) -> Any:
-    from ..policies._hf import HFPolicy
+    from ..policies import HFPolicy
 
     return HFPolicy(spec, model=model, tokenizer=tok, spec=spec)
 

@@ -93,10 +93,9 @@ def random_tiny_llama(out: Path, seed: int = 0) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from ..basemodel import _corpus
-    from ..basemodel._tokenizer import train_tokenizer
+    from ..basemodel.build import corpus, train_tokenizer
 
-    tok: Any = train_tokenizer(_corpus.render(_corpus.generate(400, seed)), vocab_size=400)
+    tok: Any = train_tokenizer(corpus.render(corpus.generate(400, seed)), vocab_size=400)
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=4, intermediate_size=128,
@@ -111,7 +110,7 @@ def bench_prompts(n: int) -> tuple[list[str], list[list[str]]]:
     """First-turn prompts of ``n`` demo cards and, per prompt, the file names it mentions."""
     import re
 
-    from ..basemodel._corpus import prompt_of
+    from ..basemodel.build import prompt_of
     from ..envs import make, templates
 
     demo = sorted(t.template_id() for t in templates("terminal_ops") if "demo" in t.tags)
@@ -156,8 +155,7 @@ def _newline_ids(tok: Any) -> list[int]:
 
 def _ceiling_steps(path: Path, s: TrainBenchSettings, prompts: list[str],
                    reward: Callable[[str, str], float]) -> dict[str, Any]:
-    from ..policies import PolicyRequest, SamplingParams
-    from ..policies._hf import HFPolicy
+    from ..policies import HFPolicy, PolicyRequest, SamplingParams
     from ..rollout import Trajectory, Turn
     from ..verify import Outcome
     from ._grpo import GRPO, GRPOSettings

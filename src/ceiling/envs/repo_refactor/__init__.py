@@ -1,6 +1,8 @@
 """Family ``repo_refactor``: generated multi-module Python repositories to refactor or fix.
 
 Importing this package registers its templates (see ``ceiling.envs.templates``).
+:func:`oracle_script` turns a set of files into the family's solution script (synthesized
+repo cards use it too).
 """
 
 from . import (  # noqa: F401
@@ -13,5 +15,6 @@ from . import (  # noqa: F401
     _t_split,
     _t_validation,
 )
+from ._kit import oracle_script
 
-__all__: list[str] = []
+__all__ = ["oracle_script"]

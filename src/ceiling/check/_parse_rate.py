@@ -71,9 +71,9 @@ def parse_rates(policy_spec: str, cards: Sequence[Any], formats: Sequence[str], 
     """Play ``cards`` under each format; returns ``{"formats": {FMT: tally + seconds},
     "ratio_to_first": {FMT: parse-rate ratio}, ...}``."""
     from .._errors import ConfigError
+    from ..harness import FORMATS, HarnessConfig
     from ..policies import load_policy, sampling_params
     from ..rollout import run_episodes
-    from ._config import FORMATS, HarnessConfig
 
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
