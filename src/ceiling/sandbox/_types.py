@@ -12,9 +12,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+if TYPE_CHECKING:
+    from ._layers import LayerStore
 
 WORKDIR = "/workspace"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$")
@@ -103,6 +106,11 @@ class Sandbox(Protocol):
 
     backend: str
     limits: Limits
+    layer_ids: list[str]
+    """The layer stack this sandbox was opened over (lowest first), in :attr:`store`."""
+    store: LayerStore
+    """Where its layers live; ``fork`` and the verifier's milestone checks open new
+    sandboxes over a frozen state's layers from it."""
     python: str
     """The python interpreter to put in an argv run *inside* this sandbox (namespace:
     ``/opt/ceiling/runtime/bin/python3``, the runtime with pytest; local: the host's

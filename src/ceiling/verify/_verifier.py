@@ -224,7 +224,7 @@ class Verifier:
                         milestones=milestones, detail=detail)
 
     @staticmethod
-    def _milestones(card: TaskCard, final: Any) -> dict[str, bool]:  # + layer_ids, store
+    def _milestones(card: TaskCard, final: Sandbox) -> dict[str, bool]:
         """Milestone checks, after grading, in a new sandbox over the frozen final state's
         own layers (what grading ran in ``final`` is not there, and nothing the checks run
         reaches what was graded). Reported even when they do not pay."""
