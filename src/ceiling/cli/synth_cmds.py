@@ -110,8 +110,10 @@ def synth_repo_cmd(
 
 @synth_app.command("trajectories")
 def synth_trajectories_cmd(
-    file: Annotated[str, typer.Argument(help="trajectories: ceiling's JSONL (ceiling eval "
-                                        "--out) or the generic JSONL (docs/synthesis.md)")],
+    file: Annotated[str, typer.Argument(help="trajectories: ceiling's JSONL (what "
+                                        "`ceiling eval --name N` writes to $CEILING_HOME/runs/"
+                                        "name-N/trajectories.jsonl) or the generic JSONL "
+                                        "(docs/synthesis.md)")],
     out: Annotated[str, typer.Option("--out", help="output folder (resumable)")],
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="stop after N cards")] = None,
     depth: Annotated[int, typer.Option("--depth", min=0, help="also chain up to N "

@@ -1,7 +1,7 @@
 """Reading trajectories for ``ceiling synth trajectories``: two JSONL formats, one shape.
 
-1. **ceiling's JSONL** (``ceiling eval --out X.jsonl``, :class:`ceiling.rollout.Trajectory`):
-   recognised by ``episode_id`` and ``turns``; each turn's ``action`` (``{"tool", "args"}``)
+1. **ceiling's JSONL** (:class:`ceiling.rollout.Trajectory`; ``ceiling eval --name N`` writes
+   ``$CEILING_HOME/runs/name-N/trajectories.jsonl``): recognised by ``episode_id`` and ``turns``; each turn's ``action`` (``{"tool", "args"}``)
    and ``observation`` become a step.
 2. **generic JSONL**: one trajectory per line::
 
@@ -83,7 +83,8 @@ def read_trajs(path: str | Path) -> list[Traj]:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"no trajectory file at {str(p)!r}", where=str(p),
-                          fix="pass a JSONL file (ceiling eval --out X.jsonl writes one)")
+                          fix="pass a JSONL file (ceiling eval --name N writes "
+                              "$CEILING_HOME/runs/name-N/trajectories.jsonl)")
     out: list[Traj] = []
     for i, raw in enumerate(p.read_text(errors="replace").splitlines(), 1):
         if not raw.strip():
