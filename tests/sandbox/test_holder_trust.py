@@ -364,7 +364,19 @@ def test_oom_in_an_episode_is_a_verdict_not_infra_error() -> None:
     fp.assert_gone()
 
 
+def _oom_adj_lowerable() -> str:
+    """Why root cannot lower ``oom_score_adj`` here (a kernel or VM that answers EIO or
+    EPERM: the holder then takes its documented fallback, commands raised to 1000 after
+    their start), or '' when it can (the protected set-up this test checks)."""
+    r = subprocess.run(["sh", "-c", "echo -1000 > /proc/self/oom_score_adj && "
+                        "cat /proc/self/oom_score_adj"], capture_output=True, text=True)
+    return "" if r.stdout.strip() == "-1000" else (r.stderr.strip() or "the value did not take")
+
+
 def test_commands_are_the_oom_killers_first_choice(sb: Sandbox) -> None:
+    why = _oom_adj_lowerable()
+    if why:
+        pytest.skip(f"root cannot lower oom_score_adj on this machine ({why})")
     fp = Footprint(sb)
     holder = [int(Path(f"/proc/{p}/oom_score_adj").read_text()) for p in fp.pids]
     cmd = sb.exec("sleep 0.2; cat /proc/$$/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj';"

@@ -149,6 +149,47 @@ def test_cached_bytecode_over_an_unchanged_source_is_never_run(backend: str) -> 
     assert all(t.status != "passed" for t in v.tests), v.tests
 
 
+PLANT_IN_TREE = (  # the agent tries to put its bytecode where the grader's prefix looks
+    "for d in /opt/ceiling/runtime/pycache /opt/ceiling/runtime/pycache/workspace/pkg; do "
+    "mkdir -p $d 2>/dev/null; done; "
+    "python3 -c \"import py_compile; py_compile.compile('pkg/__init__.py', "
+    "'/opt/ceiling/runtime/pycache/workspace/pkg/__init__.cpython-311.pyc')\" 2>&1; "
+    "touch /opt/ceiling/runtime/pycache/x 2>&1; ls -la /opt/ceiling/runtime/pycache | head -3")
+
+
+def test_the_trusted_bytecode_tree_is_out_of_the_agents_reach() -> None:
+    """The grader's ``pycache_prefix`` in a namespace sandbox is the runtime's bytecode tree
+    (so the stdlib loads compiled): the agent can write nothing there, and its planted
+    ``__pycache__`` still loses (the stale-pyc attack above, on that prefix)."""
+    if namespaces_available() is not None:
+        pytest.skip("the trusted tree is the namespace backend's")
+    from ceiling.envs import make
+    from ceiling.sandbox import open_sandbox, runtime
+
+    with open_sandbox(make("repo_refactor/fix-bug-v1", seed=1).layers,
+                      backend="namespace") as sb:
+        r = sb.exec(PLANT_IN_TREE)
+        assert "Read-only file system" in r.stdout or "Permission denied" in r.stdout, r
+        assert sb.exec("test -e /opt/ceiling/runtime/pycache/x").exit_code != 0
+        assert sb.exec("test -e /opt/ceiling/runtime/pycache/workspace").exit_code != 0
+        # the stdlib is there, compiled: what a subject's start imports loads from it
+        r = sb.exec([runtime.PYTHON, "-I", "-X", f"pycache_prefix={runtime.PYCACHE}", "-c",
+                     ("import json, socket, traceback, os; print(json.__cached__); "
+                      "print(os.path.exists(json.__cached__))")])
+        cached, exists = r.stdout.split()
+        assert cached.startswith(runtime.PYCACHE + "/"), r
+        assert cached.endswith("/json/__init__.cpython-311.pyc") and exists == "True", r
+
+
+def test_cached_bytecode_is_never_run_with_the_runtime_tree(backend: str) -> None:
+    """The stale-pyc attack again, the grader on the runtime's bytecode tree (namespace)
+    or a random prefix (local): the untouched source still fails."""
+    card = add_card()
+    plan = ScriptPlan("stale-pyc-tree", [run(STALE_PYC), run(PLANT_IN_TREE)])
+    v, _ = run_plan(card, plan, backend=backend)
+    assert v.reward <= 0.0 and v.outcome is not Outcome.SOLVED, v
+
+
 @pytest.mark.parametrize("target", ["/dev/zero", "/proc/self/fd/0"])
 def test_pytest_config_linked_to_an_endless_file_is_not_read(backend: str, target: str) -> None:
     """The scan reads pytest config files of the final state; one that is a symlink to an

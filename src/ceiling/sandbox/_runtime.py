@@ -8,6 +8,18 @@ holds ``ceiling``) run through a venv-like folder, the **runtime**, seen inside 
     bin/python3 -> <base interpreter>    bin/pytest, bin/py.test, ... (console scripts)
     pyvenv.cfg                           (include-system-site-packages = false)
     lib/python3.X/site-packages/         copies of pytest and its dependencies
+    pycache/                             the trusted bytecode tree (:data:`PYCACHE`)
+
+**The trusted bytecode tree.** The grader runs workspace code with
+``-X pycache_prefix=`` :data:`PYCACHE` so that no ``__pycache__`` folder the agent left is
+ever read (a stale ``.pyc`` over an unchanged source would run code the scans never saw).
+Python looks every module's bytecode up under the prefix, the stdlib's too; with an empty
+prefix each start compiled ``json``, ``socket``, ``traceback`` ... from source (about 60 ms
+of a subject's 100 ms start). So the runtime carries the stdlib's and its own packages'
+compiled bytecode at the paths the prefix maps their sources to (hard-linked from the
+``__pycache__`` files the installation already has). Inside the sandbox the tree is
+read-only and root's: the workspace's modules miss there, are compiled from their source,
+and their bytecode cannot be written (Python ignores that).
 
 :func:`build` makes it once under ``$CEILING_HOME/runtime/<hash>`` (or
 ``$CEILING_RUNTIME_DIR/<hash>``: the test suite shares one across its per-test homes; the
@@ -50,8 +62,12 @@ from .._errors import ConfigError, SandboxError
 
 INSIDE = "/opt/ceiling/runtime"  # where commands see the runtime
 PYTHON = f"{INSIDE}/bin/python3"  # the interpreter to put in a namespace sandbox's argv
+PYCACHE = f"{INSIDE}/pycache"  # the trusted bytecode tree, as commands see it
 DEFAULT_PACKAGES = ("pytest",)
-FORMAT = 1  # bump when the layout changes: old runtimes are then rebuilt under a new hash
+FORMAT = 2  # bump when the layout changes: old runtimes are then rebuilt under a new hash
+# stdlib folders no grading imports (their bytecode stays out of the tree)
+_STDLIB_SKIP = frozenset({"site-packages", "test", "idlelib", "tkinter", "turtledemo",
+                          "lib2to3", "ensurepip", "pydoc_data"})
 # Paths a user may not bind with CEILING_SANDBOX_PATHS: the sandbox builds these itself
 # (RESERVED), or mounts its own over them (RESERVED_TREES: nothing under them would show).
 RESERVED = ("/", "/opt", "/etc")
@@ -305,6 +321,32 @@ def _console_scripts(dists: Sequence[md.Distribution], bin_dir: str) -> None:
             os.chmod(p, 0o755)
 
 
+def _bytecode_tree(dst: Path, site_dir: str, cp: _Copier) -> None:
+    """Fill ``dst/pycache`` (:data:`PYCACHE` inside): each ``X.py``'s compiled
+    ``__pycache__/X.<tag>.pyc`` of the stdlib and of the runtime's site-packages, placed
+    where ``-X pycache_prefix`` looks for it (the prefix + the source's folder as the
+    sandbox sees it + ``X.<tag>.pyc``). Sources without bytecode are skipped (they compile
+    at import, as before)."""
+    tag = sys.implementation.cache_tag
+    tree = dst / "pycache"
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    roots = [(stdlib, stdlib), (site_dir, INSIDE + site_dir[len(str(dst)):])]
+    for host_root, inside_root in roots:
+        for dirpath, dirnames, _files in os.walk(host_root):
+            dirnames[:] = [d for d in dirnames if d == "__pycache__" or d not in _STDLIB_SKIP]
+            if os.path.basename(dirpath) != "__pycache__":
+                continue
+            src_dir = os.path.dirname(dirpath)
+            inside = inside_root + src_dir[len(host_root):]
+            for name in os.listdir(dirpath):
+                stem, _, rest = name.partition(".")
+                if rest != f"{tag}.pyc" or not os.path.isfile(os.path.join(src_dir, stem + ".py")):
+                    continue  # optimised (opt-1/2) bytecode, or a stale file without a source
+                cp.put(os.path.join(dirpath, name),
+                       os.path.join(str(tree), inside.lstrip("/"), f"{stem}.{tag}.pyc"))
+            dirnames[:] = []  # nothing below a __pycache__
+
+
 def _digest(base: str, dists: Sequence[md.Distribution]) -> str:
     data = {"format": FORMAT, "python": sys.version, "base": base,
             "dists": [(_norm(d.metadata["Name"]), d.version) for d in dists]}
@@ -327,6 +369,7 @@ def _make(dst: Path, base: str, dists: Sequence[md.Distribution]) -> None:
     for dist in dists:
         _copy_dist(dist, site_dir, bin_dir, cp)
     _console_scripts(dists, bin_dir)
+    _bytecode_tree(dst, site_dir, cp)
     for dirpath, dirnames, filenames in os.walk(dst):  # readable by every sandbox uid
         os.chmod(dirpath, 0o755)
         for n in filenames:
@@ -406,5 +449,5 @@ def _get(names: tuple[str, ...]) -> Runtime:
         return rt
 
 
-__all__ = ["DEFAULT_PACKAGES", "INSIDE", "PYTHON", "Runtime", "base_python", "build",
+__all__ = ["DEFAULT_PACKAGES", "INSIDE", "PYCACHE", "PYTHON", "Runtime", "base_python", "build",
            "closure", "current", "env_packages", "sandbox_paths"]

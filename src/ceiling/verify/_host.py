@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cards import FileEntry, write_tree
+from ..sandbox import runtime
 from . import _subject_server as wire
 from ._grader import INI, GradeResult, _canary_file, _combine, _parse, sandbox_dirs
 
@@ -195,15 +196,22 @@ FORK_SERVER = ForkServer()
 atexit.register(FORK_SERVER.stop)
 
 
-def _no_pyc() -> str:
-    """A bytecode cache prefix that never exists (random, so nothing the agent left in /tmp
-    can be it): cached ``.pyc`` files beside the workspace's sources (``__pycache__``) are
-    never read, so the code that runs is the source the scans and checks read."""
+def _no_pyc(sb: Any = None) -> str:
+    """The bytecode cache prefix for code the agent wrote: cached ``.pyc`` files beside the
+    workspace's sources (``__pycache__``) are never read, so the code that runs is the
+    source the scans and checks read. In a namespace sandbox running the runtime's python:
+    the runtime's trusted, read-only bytecode tree (the stdlib loads compiled; the
+    workspace's modules miss there and compile from source). Elsewhere (the local backend,
+    a card's own interpreter): a random folder that never exists, so nothing the agent
+    left in /tmp can be it."""
+    if sb is not None and getattr(sb, "backend", "") == "namespace" and \
+            str(getattr(sb, "python", "")) == runtime.PYTHON:
+        return runtime.PYCACHE
     return f"/tmp/.ceiling-nopyc-{secrets.token_hex(8)}"
 
 
 def _python(sb: Any) -> list[str]:
-    return [str(sb.python), "-X", f"pycache_prefix={_no_pyc()}"]
+    return [str(sb.python), "-X", f"pycache_prefix={_no_pyc(sb)}"]
 
 
 # ---------------------------------------------------------------------------- channel
@@ -320,7 +328,7 @@ class GradingChannel:
         if isinstance(cmd, list) and cmd and cmd[0] in ("python", "python3"):
             cmd = [*_python(sb), *cmd[1:]]
         r = self._sandbox(sb.exec, cmd, timeout=timeout, stdin=data or None,
-                          env={"PYTHONPYCACHEPREFIX": _no_pyc(), **env}, cwd=cwd)
+                          env={"PYTHONPYCACHEPREFIX": _no_pyc(sb), **env}, cwd=cwd)
         return {"returncode": r.exit_code, "stdout": r.stdout, "stderr": r.stderr,
                 "timed_out": r.timed_out}
 
@@ -371,7 +379,7 @@ class GradingChannel:
             argv = [*_python(svc), *argv[1:]]
         cmd = " ".join(_q(a) for a in argv)
         r = self._sandbox(svc.exec, f"({cmd}) >/tmp/.service.log 2>&1 &",
-                          env={"PYTHONPYCACHEPREFIX": _no_pyc(), **env},
+                          env={"PYTHONPYCACHEPREFIX": _no_pyc(svc), **env},
                           timeout=30)
         if r.exit_code != 0:
             raise RuntimeError(f"the service did not start: {r.stderr[-300:]}")
