@@ -72,3 +72,21 @@ def test_fixture_source_is_read() -> None:
     assert p.name == "minicalc" and p.import_root == ""
     assert p.test_files == ["tests/test_core.py", "tests/test_text.py"]
     assert p.module_files() == ["minicalc/__init__.py", "minicalc/core.py", "minicalc/text.py"]
+
+
+def test_combinations_never_hold_overlapping_edits() -> None:
+    """A class-level bug spans its methods' bytes: combined with a method's bug, applying
+    both raised "overlapping edits" and ended the project's synthesis (parse==1.20.1)."""
+    import random
+
+    from ceiling.synth._modifiers import Bug, Edit
+    from ceiling.synth._repo import RepoSynth, _overlap
+
+    cls = Bug("remove_base", "m.py", "Foo", "m.py:1", (Edit("m.py", 0, 100, b"class Foo:"),))
+    meth = Bug("invert_if", "m.py", "Foo.bar", "m.py:5", (Edit("m.py", 40, 60, b"x"),))
+    other = Bug("off_by_one", "m.py", "baz", "m.py:20", (Edit("m.py", 200, 210, b"y"),))
+    assert _overlap(cls, meth) and not _overlap(cls, other) and not _overlap(meth, other)
+    pool = [cls, meth, other]
+    for seed in range(30):
+        for combo in RepoSynth.combos(None, pool, 4, random.Random(seed)):  # type: ignore[arg-type]
+            assert not (cls in combo and meth in combo), combo

@@ -50,6 +50,12 @@ from ._source import Project, load_source
 Progress = Callable[[dict[str, Any]], None]
 
 
+def _overlap(a: Bug, b: Bug) -> bool:
+    """Whether two bugs edit overlapping byte ranges of the same file."""
+    return a.path == b.path and any(x.start < y.end and y.start < x.end
+                                    for x in a.edits for y in b.edits)
+
+
 @dataclass
 class RepoOptions:
     """Knobs of :func:`synth_repo` (the CLI's options)."""
@@ -125,6 +131,9 @@ class RepoSynth:
         return out
 
     def combos(self, pool: list[Bug], n: int, rng: random.Random) -> list[tuple[Bug, ...]]:
+        """Up to ``n`` combinations of 2-4 bugs in different functions whose edits do not
+        overlap (a class-level change spans its methods: "overlapping edits" ended a
+        project's synthesis before)."""
         out: list[tuple[Bug, ...]] = []
         for _ in range(n * 4):
             if len(out) >= n or len(pool) < 2:
@@ -132,7 +141,8 @@ class RepoSynth:
             k = rng.choice([2, 2, 3, 4])
             pick: list[Bug] = []
             for b in rng.sample(pool, min(len(pool), 12)):
-                if all(b.func != x.func or b.path != x.path for x in pick):
+                if all((b.func != x.func or b.path != x.path) and not _overlap(b, x)
+                       for x in pick):
                     pick.append(b)
                 if len(pick) >= k:
                     break
