@@ -167,10 +167,14 @@ def _main():
             __import__("_pytest." + _n)
         except ImportError:
             pass
+    import unittest  # noqa: F401 - watched below: a project's TestCase tests run through it
+
     import pluggy
+    from _pytest.unittest import TestCaseFunction
 
     watched = [m for n, m in list(sys.modules.items())
-               if m is not None and (n == "pytest" or n.startswith(("_pytest", "pluggy")))]
+               if m is not None and (n in ("pytest", "unittest") or n.startswith(
+                   ("_pytest", "pluggy", "unittest.")))]
 
     def snapshot():
         snap = {}
@@ -311,6 +315,33 @@ def _main():
             exc = outcome.excinfo
             emit(event="ran", nodeid=pyfuncitem.nodeid, raised=exc is not None,
                  error=exc[0].__name__ if exc is not None else "")
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_call(self, item):
+            # the second record for a unittest TestCase method (pytest_pyfunc_call never
+            # sees those): the method itself is wrapped, so the record says whether it ran
+            # and raised, whatever unittest's result object later reports
+            if not isinstance(item, TestCaseFunction):
+                yield
+                return
+            rec = {"ran": False, "error": ""}
+            method = item.obj
+
+            def recorded(*a, **k):
+                rec["ran"] = True
+                try:
+                    return method(*a, **k)
+                except BaseException as e:
+                    rec["error"] = type(e).__name__
+                    raise
+
+            item.obj = recorded
+            outcome = yield
+            pending = getattr(item, "_excinfo", None) or []
+            error = rec["error"] or (outcome.excinfo[0].__name__ if outcome.excinfo else "") \
+                or ("not run" if not rec["ran"] else "") or (
+                    pending[0].typename if pending else "")
+            emit(event="ran", nodeid=item.nodeid, raised=bool(error), error=error)
 
         def pytest_runtest_logstart(self, nodeid, location):
             state["current"] = nodeid
