@@ -60,3 +60,46 @@ def test_bad_sources_are_refused(tmp_path: Path) -> None:
     shutil.rmtree(empty / "tests")
     with pytest.raises(ConfigError, match="ships no test files"):
         synth_repo(str(empty), tmp_path / "o")
+
+
+def test_policy_pass_rate_is_the_measured_difficulty(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``--policy`` plays the policy on the new cards (real episodes, the cards' grader):
+    the oracle's pass rate is 1 on every card, the null policy's 0; rows are kept per policy
+    and k, and a second call measures nothing twice."""
+    from ceiling.cli import main
+    from ceiling.synth import measure_difficulty
+
+    out = tmp_path / "cards"
+    with pytest.raises(SystemExit) as e:
+        main(["synth", "repo", str(FIXTURE), "--out", str(out), "--limit", "1",
+              "--max-candidates", "6", "--combo-share", "0", "--exploits", "0",
+              "--policy", "scripted:oracle", "-k", "2", "--json"])
+    got = capsys.readouterr()
+    assert not e.value.code, got.err
+    rep = json.loads(got.out)
+    dm = rep["difficulty_measured"]
+    assert rep["cards"] >= 1 and dm["rated"] == rep["cards_total"] == dm["cards"]
+    assert dm["policy"] == "scripted:oracle" and dm["k"] == 2
+    assert dm["mean_pass_rate"] == 1.0 and dm["histogram"]["solved"] == dm["rated"]
+    with pytest.raises(SystemExit) as e:
+        main(["synth", "difficulty", str(out), "--policy", "scripted:null", "-k", "1", "--json"])
+    null = json.loads(capsys.readouterr().out)
+    assert not e.value.code
+    assert null["mean_pass_rate"] == 0.0 and null["histogram"]["unsolved"] == null["rated"] >= 1
+    rows = [json.loads(x) for x in (out / "difficulty.jsonl").read_text().splitlines()]
+    assert {(r["policy"], r["k"]) for r in rows} == {("scripted:oracle", 2), ("scripted:null", 1)}
+    assert all(r["graded"] == r["k"] and r["estimate"] is not None for r in rows)
+    before = len(rows)
+    again = measure_difficulty(out, "scripted:oracle", k=2)
+    assert again["rated"] == dm["rated"]
+    assert len((out / "difficulty.jsonl").read_text().splitlines()) == before
+
+
+def test_difficulty_needs_a_synth_folder(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from ceiling.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["synth", "difficulty", str(tmp_path), "--policy", "scripted:null"])
+    assert e.value.code and "manifest.jsonl" in capsys.readouterr().err

@@ -25,6 +25,23 @@ Backend = Annotated[str, typer.Option("--backend", help="sandbox backend: namesp
                                       "(local has no isolation)")]
 
 
+PolicyOpt = Annotated[str | None, typer.Option("--policy", help="measure each new card's "
+                                              "difficulty as this policy's pass rate "
+                                              "(e.g. builtin:tiny; see ceiling eval)")]
+SamplesOpt = Annotated[int, typer.Option("--samples", "-k", min=1, help="episodes per card "
+                                         "for --policy")]
+
+
+def _measure(rep: dict[str, Any], out: str, policy: str | None, k: int, **kw: Any) -> None:
+    """With ``--policy``: the measured difficulty of the folder's cards, into the report."""
+    if policy is None:
+        return
+    from ..synth import measure_difficulty
+
+    sys.stderr.write(f"measuring difficulty: {policy}, {k} episodes per card\n")
+    rep["difficulty_measured"] = measure_difficulty(out, policy, k=k, **kw)
+
+
 def _emit(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
@@ -62,7 +79,16 @@ def _text(rep: dict[str, Any], what: str) -> str:
               f"{rep.get('seconds')} s -> {rep.get('out')}")]
     for reason, n in (rep.get("refusals") or {}).items():
         lines.append(f"  refused {reason}: {n}")
+    if dm := rep.get("difficulty_measured"):
+        lines.append(_difficulty_text(dm))
     return "\n".join(lines) + "\n"
+
+
+def _difficulty_text(dm: dict[str, Any]) -> str:
+    hist = ", ".join(f"{k} {v}" for k, v in dm["histogram"].items())
+    est = ", ".join(f"{k}: {v['mean_pass_rate']}" for k, v in dm["by_estimate"].items())
+    return (f"  difficulty by {dm['policy']} (k={dm['k']}): {dm['rated']} cards rated, mean "
+            f"pass rate {dm['mean_pass_rate']}; {hist}; by estimate {est or '-'}")
 
 
 @synth_app.command("repo")
@@ -89,6 +115,8 @@ def synth_repo_cmd(
     backend: Backend = "namespace",
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
+    policy: PolicyOpt = None,
+    samples: SamplesOpt = 4,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Inject bugs into a real project's covered functions and keep the ones its own tests
@@ -105,6 +133,8 @@ def synth_repo_cmd(
                        exploits=exploits, executor=executor, ray_address=ray_address)
     with _progress(f"synth {source}") as update:
         rep = synth_repo(source, out, opts, progress=update)
+    _measure(rep, out, policy, samples, backend=backend, workers=workers, executor=executor,
+             ray_address=ray_address)
     _emit(rep) if as_json else sys.stdout.write(_text(rep, f"synth repo {source}"))
 
 
@@ -126,6 +156,8 @@ def synth_trajectories_cmd(
     backend: Backend = "namespace",
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
+    policy: PolicyOpt = None,
+    samples: SamplesOpt = 4,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Recover the initial workspace of each trajectory by replaying its file operations
@@ -142,7 +174,41 @@ def synth_trajectories_cmd(
                        ray_address=ray_address)
     with _progress(f"synth {file}") as update:
         rep = synth_trajectories(file, out, opts, progress=update)
+    _measure(rep, out, policy, samples, backend=backend, workers=workers, executor=executor,
+             ray_address=ray_address)
     _emit(rep) if as_json else sys.stdout.write(_text(rep, f"synth trajectories {file}"))
+
+
+@synth_app.command("difficulty")
+def synth_difficulty_cmd(
+    out: Annotated[str, typer.Argument(help="a synth output folder (its manifest.jsonl)")],
+    policy: Annotated[str, typer.Option("--policy", help="the policy whose pass rate is the "
+                                        "measured difficulty (e.g. builtin:tiny)")],
+    samples: SamplesOpt = 4,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="episodes at once")] = 2,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    backend: Backend = "namespace",
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Measure each card's difficulty as a policy's pass rate over k episodes, into
+    DIR/difficulty.jsonl (cards already measured for this policy and k are skipped).
+
+    Example: ceiling synth difficulty cards/toolz --policy builtin:tiny -k 4 --json
+    """
+    from pathlib import Path
+
+    from ..synth import measure_difficulty
+
+    _check_backend(backend)
+    check_executor(executor, ray_address)
+    if not (Path(out) / "manifest.jsonl").is_file():
+        raise ConfigError(f"{out} has no manifest.jsonl", where="OUT",
+                          fix="give a folder written by ceiling synth repo|trajectories")
+    dm = measure_difficulty(out, policy, k=samples, backend=backend, workers=workers,
+                            seed=seed, executor=executor, ray_address=ray_address)
+    _emit(dm) if as_json else sys.stdout.write(_difficulty_text(dm).strip() + "\n")
 
 
 @bench_app.command("synth")

@@ -21,7 +21,8 @@ Pipeline (docs/synthesis.md):
    (:mod:`._manifest`) make the run resumable.
 
 Limits: bugs that make a test hang cost the card's test timeout before they are refused;
-difficulty is the generator's estimate (bugs and failing tests), not a measured pass rate.
+difficulty is the generator's estimate (bugs and failing tests); ``--policy`` measures it
+as a base policy's pass rate afterwards (:mod:`._difficulty`).
 """
 
 from __future__ import annotations
