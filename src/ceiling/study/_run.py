@@ -47,6 +47,12 @@ def heldout_cards(cfg: StudyConfig) -> list[Any]:
     td = cfg.train_dict(next(iter(cfg.optimizers)), cfg.seeds[0])
     td["stages"] = [{**td["stages"][0], "steps": 1}]
     stage = config_from_dict(td, where="study").stages[0]
+    if stage.cards:
+        raise ConfigError("a study's stage cannot be a card folder (`cards:`): its held-out "
+                          "cards are the stage's templates at unseen seeds",
+                          where="train.stages[0].cards",
+                          fix="name templates, a family, tags or a mix; evaluate a card "
+                              "folder with ceiling eval --suite FOLDER")
     arms = sorted({(a.template, a.difficulty, a.variant) for a in stage_arms(stage)})
     return [make(t, seed=cfg.eval.seed_base + i, difficulty=d, variant=v)
             for t, d, v in arms for i in range(cfg.eval.per_template)]

@@ -3,11 +3,18 @@
 A stage names its cards by explicit ``templates``, a ``family``, ``tags`` (all must match)
 and/or a task-mix file (``mix``: the (template, difficulty) options of
 ``ceiling.envs.TaskMix`` with non-zero weight; the band sampler then draws among them
-by pass rate, not by the mix weights). The union is filtered by ``difficulties``; an empty
-result is a ConfigError naming the stage, never a silent no-op.
+by pass rate, not by the mix weights), and/or ``cards``: a folder of card folders (what
+``ceiling synth`` or ``ceiling import`` writes) or one card folder, where every card is an
+arm of its own (fixed cards have no seeds: the sampler's per-card pass rate is the
+difficulty filter). Cards of the ``heldout`` split are never trained on. The union is
+filtered by ``difficulties`` (and folder cards by ``variants``: a card's variant is
+``train`` unless it is infeasible); an empty result is a ConfigError naming the stage,
+never a silent no-op.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from .._errors import ConfigError
 from ._config import StageConfig
@@ -38,6 +45,40 @@ def _mix_options(stage: StageConfig) -> list[tuple[str, int]]:
                    for opt in opts})
 
 
+def _card_dirs(stage: StageConfig) -> list[Path]:
+    root = Path(str(stage.cards)).expanduser()
+    where = f"stages[{stage.name}].cards"
+    if not root.is_dir():
+        raise ConfigError(f"stage {stage.name!r}: card folder {str(root)!r} does not exist",
+                          where=where, fix="give a card folder or a folder of card folders "
+                          "(e.g. the --out of ceiling synth or ceiling import)")
+    if (root / "task.yaml").is_file():
+        return [root]
+    dirs = sorted(p for p in root.iterdir() if (p / "task.yaml").is_file())
+    if not dirs:
+        raise ConfigError(f"stage {stage.name!r}: {str(root)!r} holds no card folder "
+                          "(no */task.yaml)", where=where,
+                          fix="point at the folder whose sub-folders hold task.yaml")
+    return dirs
+
+
+def folder_arms(stage: StageConfig) -> list[Arm]:
+    """One arm per card of ``stage.cards`` (train split only; filtered by difficulties and
+    variants; the first folder of a duplicated card id wins)."""
+    from ..cards import load_card
+
+    arms: dict[str, Arm] = {}
+    for d in _card_dirs(stage):
+        card = load_card(d)  # a malformed card raises CardError naming its file and field
+        variant = "train" if card.feasible else "infeasible"
+        if card.split == "heldout" or variant not in stage.variants:
+            continue
+        if stage.difficulties is not None and card.difficulty not in stage.difficulties:
+            continue
+        arms.setdefault(card.id, Arm(card.id, card.difficulty, variant, path=str(d.resolve())))
+    return list(arms.values())
+
+
 def stage_arms(stage: StageConfig) -> list[Arm]:
     """Every (template, difficulty, variant) of the stage. Raises ConfigError if empty."""
     from ..envs import get_template
@@ -52,8 +93,11 @@ def stage_arms(stage: StageConfig) -> list[Arm]:
     for tid, d in _mix_options(stage):
         if (tid, d) not in have and (stage.difficulties is None or d in stage.difficulties):
             arms += [Arm(tid, d, v) for v in stage.variants]
+    if stage.cards:
+        arms += folder_arms(stage)
     if not arms:
         raise ConfigError(f"stage {stage.name!r} has an empty task mix", where="stages",
-                          fix="give it templates, a family, tags or a mix that match at "
-                              "least one template (and difficulty)")
+                          fix="give it templates, a family, tags, a mix or a card folder "
+                              "that match at least one template or train-split card (and "
+                              "difficulty)")
     return arms

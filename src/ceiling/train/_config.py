@@ -74,14 +74,18 @@ class AlarmSettings(_M):
 
 
 class StageConfig(_M):
-    """One stage: which cards (templates, a family, tags or a task-mix file), which
-    difficulties and variants, how they are rewarded and for how long."""
+    """One stage: which cards (templates, a family, tags, a task-mix file or a folder of
+    card folders), which difficulties and variants, how they are rewarded and for how
+    long."""
 
     name: str
     templates: list[str] = Field(default_factory=list)
     family: str | None = None
     tags: list[str] = Field(default_factory=list)
     mix: str | None = None  # a task_mix.yaml (templates weighted by type / horizon)
+    # a folder of card folders (ceiling synth / ceiling import output) or one card folder:
+    # every card is an arm of its own (its pass rate steers the band sampler)
+    cards: str | None = None
     difficulties: list[int] | None = None
     variants: list[Literal["train", "fault", "infeasible"]] = Field(
         default_factory=lambda: ["train"])  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ class Arm:
     passes: float = 0.0
     fails: float = 0.0
     seen: int = 0
+    path: str | None = None  # a card folder: this arm is that one card (template = its id)
 
     @property
     def key(self) -> str:
@@ -57,11 +58,21 @@ class BandSampler:
     seed_base: int = TRAIN_SEED_BASE
     next_seed: int = 0
     rng: random.Random = field(default_factory=random.Random)
+    _loaded: dict[str, TaskCard] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.arms:
             raise ValueError("the sampler needs at least one (template, difficulty) arm")
         self.rng = random.Random(f"band-sampler|{self.seed}")
+
+    def _card(self, arm: Arm) -> TaskCard:
+        """A folder arm's card, loaded once (cards are immutable)."""
+        from ..cards import load_card
+
+        assert arm.path is not None
+        if arm.path not in self._loaded:
+            self._loaded[arm.path] = load_card(arm.path)
+        return self._loaded[arm.path]
 
     def weight(self, arm: Arm) -> float:
         return 1.0 if self.low <= arm.rate <= self.high else self.explore
@@ -73,6 +84,9 @@ class BandSampler:
         out = []
         for _ in range(n):
             arm = self.rng.choices(self.arms, weights=ws, k=1)[0]
+            if arm.path is not None:  # a fixed card: no seed to draw
+                out.append(self._card(arm))
+                continue
             seed = self.seed_base + self.next_seed
             if seed >= EVAL_SEED_BASE:
                 raise RuntimeError("training card seeds ran into the evaluation seed range")
@@ -83,8 +97,14 @@ class BandSampler:
 
     def update(self, trajectories: Sequence[Trajectory]) -> None:
         by_arm: dict[str, list[bool]] = {}
+        fixed = {a.template: a.key for a in self.arms if a.path is not None}
         for t in trajectories:
-            if t.outcome == Outcome.INFRA_ERROR or t.template is None:
+            if t.outcome == Outcome.INFRA_ERROR:
+                continue
+            if t.card_id in fixed:  # a folder card is its own arm
+                by_arm.setdefault(fixed[t.card_id], []).append(t.passed)
+                continue
+            if t.template is None:
                 continue
             variant = t.card_id.rsplit("-", 1)[-1] if "@" in t.card_id else "train"
             by_arm.setdefault(f"{t.template}|d{t.difficulty}|{variant}", []).append(t.passed)

@@ -7,7 +7,8 @@ real sandboxed episodes, under the stage's own reward spec):
 
     reliability = oracle solve rate x null fail rate x share of exploit runs earning <= 0
 
-pooled over the sampled cards of every template. Per template it plays
+pooled over the sampled cards of every template (a stage's card folder, ``cards:``, is one
+row whose cards are spread evenly over the folder). Per template it plays
 ``cards_per_template`` cards (seeds from :data:`RELIABILITY_SEED_BASE`, between the training
 and the evaluation seed ranges; the stage's difficulties and variants in rotation): the
 oracle once, the null plan once and ``exploits_per_card`` exploits, rotating through the
@@ -85,23 +86,38 @@ def _cache_dir() -> Path:
     return ceiling_home() / "cache" / "reliability"
 
 
-def _arms_by_template(stage: StageConfig) -> dict[str, list[tuple[int, str]]]:
+FOLDER = "cards:"  # the row of a stage's card folder: its cards are fixed, not generated
+
+
+def _arms_by_template(stage: StageConfig) -> dict[str, list[tuple[Any, ...]]]:
+    """Template -> its (difficulty, variant) arms; a card folder's cards form one row
+    ``cards:FOLDER`` of (difficulty, variant, card path) entries."""
     from ._cards import stage_arms
 
-    out: dict[str, list[tuple[int, str]]] = {}
+    out: dict[str, list[tuple[Any, ...]]] = {}
     for a in stage_arms(stage):  # raises ConfigError for an empty mix
-        out.setdefault(a.template, []).append((a.difficulty, a.variant))
+        if a.path is not None:
+            out.setdefault(f"{FOLDER}{stage.cards}", []).append(
+                (a.difficulty, a.variant, a.path))
+        else:
+            out.setdefault(a.template, []).append((a.difficulty, a.variant))
     return out
 
 
-def _cards(template: str, arms: list[tuple[int, str]], n: int) -> list[TaskCard]:
+def _cards(template: str, arms: list[tuple[Any, ...]], n: int) -> list[TaskCard]:
+    if template.startswith(FOLDER):  # n cards spread evenly over the folder's sorted cards
+        from ..cards import load_card
+
+        picked = sorted(arms, key=lambda a: a[2])
+        step = max(1, len(picked) // n)
+        return [load_card(a[2]) for a in picked[::step][:n]]
     from ..envs import make
 
     return [make(template, seed=RELIABILITY_SEED_BASE + i, difficulty=arms[i % len(arms)][0],
                  variant=arms[i % len(arms)][1]) for i in range(n)]
 
 
-def _measure_template(template: str, arms: list[tuple[int, str]], stage: StageConfig, *,
+def _measure_template(template: str, arms: list[tuple[Any, ...]], stage: StageConfig, *,
                       cards_per_template: int, exploits_per_card: int, exploit_names: list[str],
                       offset: int, backend: str, workers: int, executor: str = "local",
                       ray_address: str | None = None) -> tuple[TemplateReliability, int]:
@@ -175,12 +191,15 @@ def stage_reliability(stage: StageConfig, *, cards_per_template: int = 1,
     rows: list[TemplateReliability] = []
     episodes = cached = 0
     for i, (template, arms) in enumerate(sorted(by_t.items())):
+        fixed = ([c.content_id() for c in _cards(template, arms, cards_per_template)]
+                 if template.startswith(FOLDER) else None)  # a folder's cards may change
         key = hashlib.sha256(json.dumps({
             "f": _CACHE_FORMAT, "t": template, "arms": sorted(arms), "n": cards_per_template,
+            "cards": fixed,
             "e": exploits_per_card, "names": names, "off": i, "backend": backend,
             "reward": stage.reward.model_dump(mode="json")}, sort_keys=True).encode()
         ).hexdigest()[:24]
-        f = _cache_dir() / f"{template.replace('/', '__')}-{key}.json"
+        f = _cache_dir() / f"{template.replace('/', '__')[-100:]}-{key}.json"
         if cache and f.is_file():
             try:
                 rows.append(TemplateReliability(**json.loads(f.read_text())))
