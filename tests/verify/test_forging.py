@@ -367,3 +367,30 @@ def test_workspace_code_writing_frames_on_the_subject_socket_earns_nothing(backe
     v, _ = run_plan(add_card(), ScriptPlan("frames", [write("pkg/__init__.py", SOCKET_FORGE)]),
                     backend=backend)
     assert v.reward <= 0 and v.outcome is Outcome.FAILED, v
+
+
+SUBTEST_ADD_TESTS = '''def test_add(subject, subtests):
+    # (0, 0) passes with the bug: one failing subtest must fail the test
+    for a, b, want in [(0, 0, 0), (2, 3, 5)]:
+        with subtests.test(a=a, b=b):
+            assert subject.call("pkg:add", a, b) == want
+
+
+def test_add_neg(subject, subtests):
+    for a in (0, -2):  # passes with the bug too
+        with subtests.test(a=a):
+            assert subject.call("pkg:add", a, 0) == a
+'''
+
+
+def test_host_graded_subtests_fail_their_test_and_are_no_tampering(backend: str) -> None:
+    """pytest's ``subtests`` under the host grader: extra per-subtest reports are not a
+    forged channel, and a failed subtest fails its test (pytest reports the test passed)."""
+    c = add_card()
+    c.tests = add_card().with_files(tests={"test_add.py": SUBTEST_ADD_TESTS}).tests
+    v, _ = run_plan(c, oracle_plan(), backend=backend)
+    assert v.outcome is Outcome.SOLVED and v.reward > 0, v.evidence
+    v, _ = run_plan(c, ScriptPlan("noop", []), backend=backend)
+    status = {t.id: t.status for t in v.tests}
+    assert v.outcome is Outcome.FAILED, (v.outcome, v.evidence)
+    assert status == {"test_add.py::test_add": "failed", "test_add.py::test_add_neg": "passed"}

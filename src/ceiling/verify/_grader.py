@@ -98,6 +98,7 @@ def _combine(events: list[dict[str, Any]], res: GradeResult, *, sequenced: bool 
     ignored."""
     reports: dict[str, list[dict[str, Any]]] = {}
     ran: dict[str, bool] = {}  # the in-process runner's second record: did the call raise
+    sub_failed: dict[str, dict[str, Any]] = {}  # first failed subtest (unittest subTest) per test
     seen: set[tuple[str, str]] = set()
     for i, ev in enumerate(events):
         if key is not None and not _signed(ev, key):
@@ -130,6 +131,8 @@ def _combine(events: list[dict[str, Any]], res: GradeResult, *, sequenced: bool 
             reports.setdefault(str(ev.get("nodeid")), []).append(ev)
         elif kind == "ran":
             ran[str(ev.get("nodeid"))] = bool(ev.get("raised"))
+        elif kind == "subtest" and ev.get("outcome") == "failed":
+            sub_failed.setdefault(str(ev.get("nodeid")), ev)
     if sequenced:
         _cross_check(reports, ran, res)
     for nid, evs in reports.items():
@@ -147,6 +150,9 @@ def _combine(events: list[dict[str, Any]], res: GradeResult, *, sequenced: bool 
             st, msg = "skipped", str(evs[0].get("message", ""))
         else:
             continue  # set up but never ran: the process died; reported as missing
+        if st == "passed" and nid in sub_failed:  # pytest passes a test whose subtests failed
+            sub = sub_failed[nid]
+            st, msg = "failed", f"subtest {sub.get('label') or ''} failed: {sub.get('message', '')}"
         res.status[nid] = st
         if msg:
             res.messages[nid] = msg

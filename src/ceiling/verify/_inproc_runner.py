@@ -293,6 +293,13 @@ def _main():
             text = f"<unprintable: {type(e).__name__}>"
         return text[-1500:]
 
+    def sub_label(report):
+        ctx = getattr(report, "context", None)
+        try:
+            return f"{getattr(ctx, 'msg', None) or ''} {dict(getattr(ctx, 'kwargs', {}) or {})}"[:200]
+        except Exception as e:  # noqa: BLE001
+            return f"<unprintable: {type(e).__name__}>"
+
     cfg = [None]
 
     class Recorder:
@@ -361,6 +368,11 @@ def _main():
             check(session.config)  # before unconfigure undoes pytest's own patches
 
         def pytest_runtest_logreport(self, report):
+            if "subtest" in type(report).__name__.lower():  # unittest subTest / subtests
+                emit(event="subtest", nodeid=report.nodeid, outcome=report.outcome,
+                     label=sub_label(report),
+                     message=msg(report) if report.outcome == "failed" else "")
+                return
             emit(event="test", nodeid=report.nodeid, when=report.when, outcome=report.outcome,
                  xfail=hasattr(report, "wasxfail"),
                  message=msg(report) if report.outcome != "passed" else "")

@@ -358,6 +358,10 @@ class Recorder:
         self.emit(event="end", rc=int(session.exitstatus))
 
     def pytest_runtest_logreport(self, report: Any) -> None:
+        if "subtest" in type(report).__name__.lower():  # unittest subTest / subtests fixture
+            self.emit(event="subtest", nodeid=report.nodeid, outcome=report.outcome,
+                      message=_msg(report) if report.outcome == "failed" else "")
+            return
         self.emit(event="test", nodeid=report.nodeid, when=report.when, outcome=report.outcome,
                   xfail=hasattr(report, "wasxfail"),
                   message=_msg(report) if report.outcome != "passed" else "")
