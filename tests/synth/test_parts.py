@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ceiling.synth._hidden import flat_names, strip_tests, with_header
+from ceiling.synth._hidden import (
+    flat_names,
+    helper_files,
+    hidden_tests,
+    rewrite_helper_imports,
+    strip_tests,
+    with_header,
+)
 from ceiling.synth._issue_text import leaks, scrub, template_issue
 from ceiling.synth._manifest import Log, report
 from ceiling.synth._source import load_source
@@ -90,3 +97,56 @@ def test_combinations_never_hold_overlapping_edits() -> None:
     for seed in range(30):
         for combo in RepoSynth.combos(None, pool, 4, random.Random(seed)):  # type: ignore[arg-type]
             assert not (cls in combo and meth in combo), combo
+
+
+def _tree(files: dict[str, str]) -> dict[str, object]:
+    from ceiling.cards import FileEntry
+
+    return {p: FileEntry(t.encode()) for p, t in files.items()}
+
+
+HELPED = {
+    "tests/__init__.py": "class Mixin:\n    N = 3\n",
+    "tests/helpers.py": "from . import Mixin\n\ndef triple(x):\n    return x * Mixin.N\n",
+    "tests/sub/__init__.py": "",
+    "tests/sub/test_deep.py": "from ..helpers import triple\n\ndef test_deep():\n"
+                              "    assert triple(1) == 3\n",
+    "tests/test_a.py": "import os\nfrom . import Mixin\nfrom .helpers import triple as t3\n"
+                       "from tests.helpers import (\n    triple,\n)\nfrom . import helpers\n"
+                       "import tests.helpers as th\nimport tests.helpers\n"
+                       "import os; from . import Mixin as M2\n"
+                       "try:\n    from .helpers import triple as t4\nexcept ImportError:\n"
+                       "    pass\n",
+    "tests/conftest.py": "X = 1\n",
+    "pkg/__init__.py": "",
+}
+
+
+def test_helper_modules_travel_and_their_imports_are_rewritten() -> None:
+    tree = _tree(HELPED)
+    helpers = helper_files(tree, ["tests/test_a.py", "tests/sub/test_deep.py"])
+    assert helpers == {"tests": "tests/__init__.py", "tests.helpers": "tests/helpers.py",
+                       "tests.sub": "tests/sub/__init__.py"}  # conftest and pkg are not
+    out = rewrite_helper_imports(HELPED["tests/test_a.py"], "tests/test_a.py", helpers)
+    lines = out.splitlines()
+    assert "from _csynth_tests import Mixin" in lines
+    assert "from _csynth_tests__helpers import triple as t3" in lines
+    assert "from _csynth_tests__helpers import triple" in lines  # the parenthesised one
+    assert "import _csynth_tests__helpers as helpers" in lines
+    assert "import _csynth_tests__helpers as th" in lines
+    assert "import tests.helpers" in lines  # binds `tests`: left as it was
+    assert "import os; from . import Mixin as M2" in lines  # shares its line: left
+    assert "    from _csynth_tests__helpers import triple as t4" in lines  # indentation kept
+    deep = rewrite_helper_imports(HELPED["tests/sub/test_deep.py"], "tests/sub/test_deep.py",
+                                  helpers)
+    assert deep.startswith("from _csynth_tests__helpers import triple\n")
+    # beyond the top package: unchanged
+    assert rewrite_helper_imports("from ... import x\n", "tests/test_a.py", helpers) == \
+        "from ... import x\n"
+    hidden = hidden_tests(tree, ["tests/sub/test_deep.py"], "")
+    assert set(hidden) == {"test_deep.py", "_csynth_tests.py", "_csynth_tests__helpers.py",
+                           "_csynth_tests__sub.py"}
+    assert b"from _csynth_tests import Mixin" in hidden["_csynth_tests__helpers.py"].data
+    # tests that import no helper carry none
+    plain = _tree({"tests/__init__.py": "", "tests/test_p.py": "def test_p():\n    pass\n"})
+    assert set(hidden_tests(plain, ["tests/test_p.py"], "")) == {"test_p.py"}

@@ -103,3 +103,43 @@ def test_difficulty_needs_a_synth_folder(tmp_path: Path,
     with pytest.raises(SystemExit) as e:
         main(["synth", "difficulty", str(tmp_path), "--policy", "scripted:null"])
     assert e.value.code and "manifest.jsonl" in capsys.readouterr().err
+
+
+def test_tests_that_import_helpers_beside_them_run_from_the_hidden_copy(tmp_path: Path) -> None:
+    """A suite whose tests import ``tests/__init__.py`` (relative import) and use unittest
+    subTest (cachetools' and more-itertools' layouts): its tests run under the grader, from
+    the helper the hidden tests carry, not from the workspace's copy."""
+    from ceiling.synth._baseline import run_baseline
+    from ceiling.synth._source import load_source
+
+    proj = tmp_path / "proj"
+    shutil.copytree(FIXTURE, proj)
+    (proj / "tests" / "__init__.py").write_text(
+        "class ClampCases:\n    cases = [(5, 0, 10, 5), (-3, 0, 10, 0), (30, 0, 10, 10)]\n")
+    (proj / "tests" / "test_helped.py").write_text(
+        "import unittest\n\nfrom minicalc import clamp\n\nfrom . import ClampCases\n\n\n"
+        "class ClampTest(ClampCases, unittest.TestCase):\n"
+        "    def test_cases(self):\n"
+        "        for x, lo, hi, want in self.cases:\n"
+        "            with self.subTest(x=x):\n"
+        "                self.assertEqual(clamp(x, lo, hi), want)\n")
+    project = load_source(str(proj), cache=tmp_path / "cache")
+    b = run_baseline(project)
+    assert "test_helped.py::ClampTest::test_cases" in b.stable, (b.stable, b.failing)
+    assert not b.flaky and len(b.stable) == 11
+
+
+def test_a_test_file_that_does_not_import_is_left_out_not_the_suite(tmp_path: Path) -> None:
+    """One test file needing a package the runtime lacks (funcy's tests import
+    ``whatever``) stops pytest's whole session: the baseline reruns without it and says why."""
+    from ceiling.synth._baseline import run_baseline
+    from ceiling.synth._source import load_source
+
+    proj = tmp_path / "proj"
+    shutil.copytree(FIXTURE, proj)
+    (proj / "tests" / "test_needs_dep.py").write_text(
+        "import no_such_test_dependency\n\n\ndef test_x():\n    assert True\n")
+    b = run_baseline(load_source(str(proj), cache=tmp_path / "cache"))
+    assert len(b.stable) == 10 and not b.flaky
+    assert list(b.uncollectable) == ["tests/test_needs_dep.py"]
+    assert "no_such_test_dependency" in b.uncollectable["tests/test_needs_dep.py"]

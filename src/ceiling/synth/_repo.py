@@ -423,8 +423,15 @@ def synth_repo(source: str, out: str | os.PathLike[str], opts: RepoOptions | Non
     baseline = load_or_run(project, dest / ".synth" / project.slug / "baseline.json",
                            backend=opts.backend)
     if not baseline.stable:
+        why = ""
+        if baseline.uncollectable:
+            f, err = next(iter(sorted(baseline.uncollectable.items())))
+            why = (f"; {len(baseline.uncollectable)} test file(s) do not import, e.g. "
+                   f"{f}: {err}")
         raise ConfigError(f"none of {project.name}'s tests passes under the card grader "
-                          f"({len(baseline.failing)} fail, {len(baseline.flaky)} flaky)",
+                          f"({len(baseline.failing)} fail, {len(baseline.flaky)} flaky{why})",
                           where=source, fix="pick a project whose tests pass with plain "
-                          "pytest and no conftest fixtures")
+                          "pytest and no conftest fixtures (a missing test dependency: pip "
+                          "install it next to ceiling and add it to CEILING_RUNTIME_PACKAGES, "
+                          "docs/sandbox.md)")
     return RepoSynth(project, baseline, dest, opts).run(progress, deadline_s)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from .._errors import ConfigError
 from ..cards import FileEntry, FileTree, read_tree
+from ._hidden import is_test_file
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", "build", "dist",
                        ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules",
@@ -77,11 +78,6 @@ class Project:
                 continue  # top-level scripts, not the library
             out.append(p)
         return sorted(out)
-
-
-def _is_test_file(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
 def _read_project_tree(root: Path) -> FileTree:
@@ -222,7 +218,7 @@ def load_source(source: str, *, cache: Path) -> Project:
                           "does not have", where=source,
                           fix="pip install them next to ceiling and set CEILING_RUNTIME_PACKAGES="
                           + ",".join(missing) + " (docs/sandbox.md), or pick another project")
-    tests = sorted(p for p in tree if _is_test_file(p))
+    tests = sorted(p for p in tree if is_test_file(p))
     if not tests:
         raise ConfigError(f"{name} ships no test files (test_*.py or *_test.py)", where=source,
                           fix="pick a project whose source distribution includes its tests")
