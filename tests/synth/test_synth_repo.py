@@ -105,13 +105,7 @@ def test_difficulty_needs_a_synth_folder(tmp_path: Path,
     assert e.value.code and "manifest.jsonl" in capsys.readouterr().err
 
 
-def test_tests_that_import_helpers_beside_them_run_from_the_hidden_copy(tmp_path: Path) -> None:
-    """A suite whose tests import ``tests/__init__.py`` (relative import) and use unittest
-    subTest (cachetools' and more-itertools' layouts): its tests run under the grader, from
-    the helper the hidden tests carry, not from the workspace's copy."""
-    from ceiling.synth._baseline import run_baseline
-    from ceiling.synth._source import load_source
-
+def _helped_project(tmp_path: Path) -> Path:
     proj = tmp_path / "proj"
     shutil.copytree(FIXTURE, proj)
     (proj / "tests" / "__init__.py").write_text(
@@ -123,7 +117,38 @@ def test_tests_that_import_helpers_beside_them_run_from_the_hidden_copy(tmp_path
         "        for x, lo, hi, want in self.cases:\n"
         "            with self.subTest(x=x):\n"
         "                self.assertEqual(clamp(x, lo, hi), want)\n")
-    project = load_source(str(proj), cache=tmp_path / "cache")
+    return proj
+
+
+def test_an_edited_test_helper_is_tampering(tmp_path: Path) -> None:
+    """The helpers beside the tests are protected like the tests: emptying the shared
+    cases in the workspace's ``tests/__init__.py`` is -1, not a pass."""
+    from ceiling.check import run_plan
+    from ceiling.tools import Action
+    from ceiling.verify import Outcome, ScriptPlan
+
+    out = tmp_path / "cards"
+    rep = synth_repo(str(_helped_project(tmp_path)), out,
+                     RepoOptions(limit=1, max_candidates=6, combo_share=0.0, exploits=0))
+    assert rep["cards"] == 1
+    [m] = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    card = load_card(out / m["card"])
+    assert "tests/__init__.py" in card.acceptance.protected
+    plan = ScriptPlan("empty_cases", [Action("write", {"path": "tests/__init__.py",
+                                                       "content": "class ClampCases:\n"
+                                                                  "    cases = []\n"})])
+    v, _ = run_plan(card, plan)
+    assert v.outcome is Outcome.HACK_DETECTED and v.reward == -1.0, (v.outcome, v.evidence)
+
+
+def test_tests_that_import_helpers_beside_them_run_from_the_hidden_copy(tmp_path: Path) -> None:
+    """A suite whose tests import ``tests/__init__.py`` (relative import) and use unittest
+    subTest (cachetools' and more-itertools' layouts): its tests run under the grader, from
+    the helper the hidden tests carry, not from the workspace's copy."""
+    from ceiling.synth._baseline import run_baseline
+    from ceiling.synth._source import load_source
+
+    project = load_source(str(_helped_project(tmp_path)), cache=tmp_path / "cache")
     b = run_baseline(project)
     assert "test_helped.py::ClampTest::test_cases" in b.stable, (b.stable, b.failing)
     assert not b.flaky and len(b.stable) == 11

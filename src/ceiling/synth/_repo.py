@@ -42,7 +42,7 @@ from .._errors import ConfigError
 from ..cards import Acceptance, Budget, FileEntry, TaskCard, horizon_for_steps, save_card
 from ._baseline import Baseline, load_or_run
 from ._gates import evidence, screen, truncated_passes, validate_batch
-from ._hidden import hidden_tests
+from ._hidden import helper_files, hidden_tests
 from ._issue_text import rewrite_with_model, template_issue
 from ._manifest import decisions, manifest, report
 from ._modifiers import ALL_MODIFIERS, Bug, apply_edits, find_bugs
@@ -111,6 +111,11 @@ class RepoSynth:
         self.manifest = manifest(out)
         self.layer_store = out / ".synth" / "layers" / project.slug
         self.test_paths = sorted(project.test_files)
+        # the test tree is protected: its test files, and the helpers beside them (the
+        # hidden tests carry their own copies, but an import left pointing at the
+        # workspace must not read an edited one)
+        self.protected = sorted({*self.test_paths,
+                                 *helper_files(project.tree, self.test_paths).values()})
 
     # -------------------------------------------------------------- candidates
     def singles(self) -> list[Bug]:
@@ -186,7 +191,7 @@ class RepoSynth:
             horizon=horizon_for_steps(len(mutated) + 1), instruction=instruction,
             budget=Budget(max_steps=40, command_timeout_s=max(10.0, 3 * run_s),
                           episode_timeout_s=900.0),
-            acceptance=Acceptance(tests=acceptance, protected=list(self.test_paths),
+            acceptance=Acceptance(tests=acceptance, protected=list(self.protected),
                                   runner="inprocess",
                                   test_timeout_s=round(max(30.0, 6 * run_s), 1)),
             difficulty=min(10, 2 * n - 1 + (1 if failing > 3 else 0)),
