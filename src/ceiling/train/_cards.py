@@ -65,11 +65,18 @@ def _card_dirs(stage: StageConfig) -> list[Path]:
 def folder_arms(stage: StageConfig) -> list[Arm]:
     """One arm per card of ``stage.cards`` (train split only; filtered by difficulties and
     variants; the first folder of a duplicated card id wins)."""
-    from ..cards import load_card
+    from .._errors import CardError
+    from .._yaml import load_yaml
+    from ..cards import card_from_dict
 
     arms: dict[str, Arm] = {}
     for d in _card_dirs(stage):
-        card = load_card(d)  # a malformed card raises CardError naming its file and field
+        # the fields only (task.yaml); the sampler loads a card's files when it draws it.
+        # A malformed card raises CardError naming its file and field.
+        raw = load_yaml(d / "task.yaml", error=CardError)
+        if isinstance(raw, dict):
+            raw.pop("base_layers", None)
+        card = card_from_dict(raw, where=str(d / "task.yaml"))
         variant = "train" if card.feasible else "infeasible"
         if card.split == "heldout" or variant not in stage.variants:
             continue

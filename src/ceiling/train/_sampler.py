@@ -6,7 +6,9 @@ solves and sometimes not. The sampler keeps an online estimate of the pass rate 
 the next cards' (template, difficulty) with weight 1 inside ``[low, high]`` and weight
 ``explore`` outside it (so an arm that left the band is still revisited and can return).
 
-Card seeds come from the sampler's own stream, starting at ``seed_base``; evaluation
+An arm is a (template, difficulty, variant) to generate cards from, or one fixed card of a
+stage's card folder (``path``; its pass rate is that card's). Card seeds come from the
+sampler's own stream, starting at ``seed_base``; evaluation
 suites use seeds far away (see :data:`EVAL_SEED_BASE`), so training never sees an
 evaluation card. The whole state (estimates, RNG, next seed) is in ``state_dict``.
 """
@@ -24,6 +26,7 @@ from ..verify import Outcome
 
 EVAL_SEED_BASE = 1_000_000_000  # held-out evaluation seeds start here; training stays below
 TRAIN_SEED_BASE = 0
+CARD_CACHE = 32  # folder cards kept loaded between draws
 
 
 @dataclass
@@ -66,13 +69,17 @@ class BandSampler:
         self.rng = random.Random(f"band-sampler|{self.seed}")
 
     def _card(self, arm: Arm) -> TaskCard:
-        """A folder arm's card, loaded once (cards are immutable)."""
+        """A folder arm's card, from a small cache of recently drawn cards (a synthesized
+        card carries its project as a base layer: caching a whole folder would hold every
+        copy in memory)."""
         from ..cards import load_card
 
         assert arm.path is not None
-        if arm.path not in self._loaded:
-            self._loaded[arm.path] = load_card(arm.path)
-        return self._loaded[arm.path]
+        card = self._loaded.pop(arm.path, None) or load_card(arm.path)
+        self._loaded[arm.path] = card  # most recent last
+        while len(self._loaded) > CARD_CACHE:
+            self._loaded.pop(next(iter(self._loaded)))
+        return card
 
     def weight(self, arm: Arm) -> float:
         return 1.0 if self.low <= arm.rate <= self.high else self.explore
