@@ -286,6 +286,37 @@ def _main():
 
     _ar._call_reprcompare = call_reprcompare
 
+    # unittest's assertions compare inside unittest (``if not first == second``), where
+    # pytest's assertion rewriting never looks: the same probe runs on their arguments
+    import unittest as _ut
+
+    def watch_assert(name, op):
+        orig = getattr(_ut.TestCase, name, None)
+        if orig is None:
+            return
+
+        def checked(self, first, second, *a, **k):
+            try:
+                if state["current"] not in flagged_eq and probe(op, first, second):
+                    flagged_eq.add(state["current"])
+                    emit(event="eq_hack", nodeid=state["current"], op=f"{op} ({name})")
+            except Exception:  # noqa: BLE001, S110
+                pass
+            return orig(self, first, second, *a, **k)
+
+        checked.__name__ = checked.__qualname__ = name
+        checked.__doc__ = orig.__doc__
+        setattr(_ut.TestCase, name, checked)
+
+    for _name in ("assertEqual", "assertEquals", "assertAlmostEqual", "assertCountEqual",
+                  "assertSequenceEqual", "assertListEqual", "assertTupleEqual",
+                  "assertDictEqual", "assertSetEqual", "assertMultiLineEqual"):
+        watch_assert(_name, "==")
+    for _name in ("assertNotEqual", "assertNotAlmostEqual"):
+        watch_assert(_name, "!=")
+    watch_assert("assertIn", "in")
+    watch_assert("assertNotIn", "not in")
+
     def msg(report):
         try:
             text = str(report.longrepr) if report.longrepr is not None else ""
