@@ -287,8 +287,28 @@ def _main():
     _ar._call_reprcompare = call_reprcompare
 
     # unittest's assertions compare inside unittest (``if not first == second``), where
-    # pytest's assertion rewriting never looks: the same probe runs on their arguments
+    # pytest's assertion rewriting never looks: their arguments are probed too, with the
+    # sentinel only (an object of a workspace class that equals, or contains, a fresh
+    # object() answers anything). Library classes with their own __eq__/__contains__ are
+    # what repo cards test, so the cross-type rule of ``probe`` does not apply here.
     import unittest as _ut
+
+    def answers_anything(obj, dunder):
+        return agent_impl(obj, dunder) and (
+            bool(obj == sentinel) if dunder == "__eq__" else
+            not bool(obj != sentinel) if dunder == "__ne__" else bool(sentinel in obj))
+
+    def probe_strict(op, a, b):
+        try:
+            if op == "==":
+                return answers_anything(a, "__eq__") or answers_anything(b, "__eq__")
+            if op == "!=":
+                return answers_anything(a, "__ne__") or answers_anything(b, "__ne__")
+            if op == "in":
+                return answers_anything(b, "__contains__")
+        except Exception:  # noqa: BLE001
+            return False
+        return False
 
     def watch_assert(name, op):
         orig = getattr(_ut.TestCase, name, None)
@@ -297,7 +317,7 @@ def _main():
 
         def checked(self, first, second, *a, **k):
             try:
-                if state["current"] not in flagged_eq and probe(op, first, second):
+                if state["current"] not in flagged_eq and probe_strict(op, first, second):
                     flagged_eq.add(state["current"])
                     emit(event="eq_hack", nodeid=state["current"], op=f"{op} ({name})")
             except Exception:  # noqa: BLE001, S110
@@ -315,7 +335,6 @@ def _main():
     for _name in ("assertNotEqual", "assertNotAlmostEqual"):
         watch_assert(_name, "!=")
     watch_assert("assertIn", "in")
-    watch_assert("assertNotIn", "not in")
 
     def msg(report):
         try:
