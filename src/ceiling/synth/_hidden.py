@@ -155,6 +155,7 @@ def _flat(mod: str) -> str:
 
 def _rewrite_import(node: ast.stmt, package: str, helpers: dict[str, str]) -> str | None:
     """The replacement of an import statement that reaches a helper module, or None."""
+    tops = {h.split(".")[0] for h in helpers}
     if isinstance(node, ast.ImportFrom):
         if node.level:
             base = package.split(".") if package else []
@@ -164,7 +165,7 @@ def _rewrite_import(node: ast.stmt, package: str, helpers: dict[str, str]) -> st
             target = ".".join([*base, *([node.module] if node.module else [])])
         else:
             target = node.module or ""
-        if not target or target.split(".")[0] not in {h.split(".")[0] for h in helpers}:
+        if not target or target.split(".")[0] not in tops:
             return None
         subs, names = [], []
         for a in node.names:
@@ -184,7 +185,7 @@ def _rewrite_import(node: ast.stmt, package: str, helpers: dict[str, str]) -> st
         for a in node.names:
             if a.name in helpers and a.asname:
                 parts.append(f"import {_flat(a.name)} as {a.asname}")
-            elif a.name.split(".")[0] in {h.split(".")[0] for h in helpers}:
+            elif a.name.split(".")[0] in tops:
                 return None  # `import tests.helpers` binds `tests`: not rewritten
             else:
                 parts.append(f"import {a.name}" + (f" as {a.asname}" if a.asname else ""))
@@ -230,7 +231,8 @@ def hidden_tests(tree: FileTree, files: Iterable[str], import_root: str,
     tests cannot be cut out is left out."""
     files = list(files)
     names = flat_names(files)
-    helpers = helper_files(tree, [p for p in tree if p in set(files) or is_test_file(p)])
+    chosen = set(files)
+    helpers = helper_files(tree, [p for p in tree if p in chosen or is_test_file(p)])
     by_file: dict[str, set[str]] = {}
     for nid in drop:
         f, _, rest = nid.partition("::")
