@@ -31,10 +31,14 @@ HELPER_PREFIX = "_csynth_"
 
 
 def header(import_root: str) -> str:
+    """The workspace (or its ``src/``) first on ``sys.path``, then the hidden tests' own
+    folder before it: the ``_csynth_*`` helpers resolve to the grader's copies, never to a
+    same-named module the agent plants in the workspace."""
     sub = f', "{import_root}"' if import_root else ""
     return ("import os as _ceiling_os, sys as _ceiling_sys; _ceiling_sys.path.insert(0, "
             f"_ceiling_os.path.join(_ceiling_os.environ.get('WORKSPACE', '/workspace'){sub}))"
-            "  # added by ceiling synth\n")
+            "; _ceiling_sys.path.insert(0, _ceiling_os.path.dirname(_ceiling_os.path.abspath("
+            "__file__)))  # added by ceiling synth\n")
 
 
 def flat_names(paths: Iterable[str]) -> dict[str, str]:
