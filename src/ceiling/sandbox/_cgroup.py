@@ -141,6 +141,13 @@ class Cgroup:
         if fz is None:
             return False
         d, v2 = fz
+        try:
+            return self._freeze(d, v2, timeout_s)
+        except OSError as e:  # the group vanished (ENOENT/ENODEV): its PID 1 removed it
+            log.warning("cgroup %s cannot be frozen: %s", d, e)
+            return False
+
+    def _freeze(self, d: Path, v2: bool, timeout_s: float) -> bool:
         _write(d / "cgroup.freeze" if v2 else d / "freezer.state", "1" if v2 else "FROZEN")
         deadline = time.monotonic() + timeout_s
         pause = 0.0001
