@@ -234,6 +234,33 @@ def test_sandbox_paths_are_bound_read_only(tree: dict[str, FileEntry],
             runtime.sandbox_paths()
 
 
+def test_a_warm_start_uses_the_root_read_when_it_was_asked_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool's background starts (the second spare chains after the first) build the
+    root that was current when the refill was asked for: a later change of the
+    environment, even to a bad value, neither raises in the pool's thread (a CI run saw
+    ``ConfigError`` escape as an unhandled thread exception) nor files a holder under a
+    key it was not built for."""
+    import threading
+
+    from ceiling.sandbox import Limits
+
+    POOL.drain()
+    seen: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda a: seen.append(a.exc_value))
+    store, limits = LayerStore(), Limits()
+    rt = runtime.current()
+    POOL.refill(store, limits)
+    monkeypatch.setenv("CEILING_SANDBOX_PATHS", "/does/not/exist")
+    POOL.settle()
+    assert seen == []
+    monkeypatch.delenv("CEILING_SANDBOX_PATHS")
+    key = POOL.key(store, limits, rt)
+    assert key == POOL.key(store, limits)
+    assert len(POOL._idle.get(key) or ()) == POOL.per_key  # both spares, under their key
+    POOL.drain()
+
+
 def test_runtime_extra_packages(tree: dict[str, FileEntry]) -> None:
     with pytest.raises(ConfigError, match="never holds ceiling"):
         runtime.build(extra=["ceiling"])

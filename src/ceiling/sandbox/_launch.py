@@ -149,9 +149,11 @@ def _layout_cfg(limits: Limits, cfg: dict[str, object]) -> dict[str, object]:
 
 
 def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
-                 network_of: int | None = None) -> Holder:
+                 network_of: int | None = None, rt: runtime.Runtime | None = None) -> Holder:
     """Start a holder over ``lowers``; with ``network_of`` (the host pid of another
-    sandbox's PID 1) it joins that sandbox's network namespace instead of making one."""
+    sandbox's PID 1) it joins that sandbox's network namespace instead of making one.
+    ``rt`` is the sandbox root to use (default: the current one, read from the
+    environment now; the warm pool passes the one its key was computed from)."""
     why = namespaces_available()
     if why:
         raise SandboxUnavailable(why, fix="pass backend='local' (no isolation) or run as root")
@@ -173,7 +175,7 @@ def start_holder(lowers: list[str], store: LayerStore, limits: Limits,
         cfg["memcg"] = str(memcg)
     if not IDMAP:  # tests of the fall-back (a kernel without id-mapped mounts)
         cfg["userns_error"] = "id-mapped store turned off (_launch.IDMAP)"
-    cfg.update(runtime.current().holder_cfg())  # the allow-listed root (see _runtime)
+    cfg.update((rt or runtime.current()).holder_cfg())  # the allow-listed root (_runtime)
     cfg.update(_layout_cfg(limits, cfg))
     cfg["seccomp"] = _seccomp.program()  # installed by the spawner on every command
     netfd = None if network_of is None else _netns_fd(network_of)
@@ -265,11 +267,12 @@ class HolderPool:
         return os.environ.get("CEILING_SANDBOX_POOL", "1") != "0"
 
     @staticmethod
-    def key(store: LayerStore, limits: Limits) -> str:
+    def key(store: LayerStore, limits: Limits, rt: runtime.Runtime | None = None) -> str:
         """What a started holder depends on (timeouts and output caps are host-side)."""
         held = limits.model_dump(include={"memory_mb", "max_processes", "max_file_mb",
                                           "disk_mb", "cpu_s", "workdir", "home", "rootfs"})
-        return f"{store.root.resolve()}\0{sorted(held.items())}\0{runtime.current().key()}"
+        rt = rt or runtime.current()
+        return f"{store.root.resolve()}\0{sorted(held.items())}\0{rt.key()}"
 
     def take(self, store: LayerStore, limits: Limits) -> Holder | None:
         """An idle holder (its overlay still over the empty layer), or None."""
@@ -288,19 +291,25 @@ class HolderPool:
         after an open completes, so the start-up does not compete with the open itself."""
         if not self.enabled():
             return
-        k = self.key(store, limits)
+        rt = runtime.current()
+        self._start(self.key(store, limits, rt), rt, store, limits)
+
+    def _start(self, k: str, rt: runtime.Runtime, store: LayerStore, limits: Limits) -> None:
+        # The root is read from the environment once, by the caller's thread: the
+        # background start builds the holder the key names even if the environment
+        # changes meanwhile (and never raises a configuration error in a thread).
         with self._lock:
             if len(self._idle.get(k) or ()) >= self.per_key or k in self._starting:
                 return
             self._starting.add(k)
-            t = threading.Thread(target=self._fill, args=(k, store, limits), daemon=True,
+            t = threading.Thread(target=self._fill, args=(k, rt, store, limits), daemon=True,
                                  name="ceiling-sandbox-pool")
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
             t.start()
 
-    def _fill(self, k: str, store: LayerStore, limits: Limits) -> None:
+    def _fill(self, k: str, rt: runtime.Runtime, store: LayerStore, limits: Limits) -> None:
         try:
-            h = start_holder([store.empty()], store, limits)
+            h = start_holder([store.empty()], store, limits, rt=rt)
         except Exception:  # noqa: BLE001 - a failed warm start only costs the next open time
             h = None
         evicted: list[Holder] = []
@@ -316,7 +325,7 @@ class HolderPool:
         for old in evicted:
             old.stop()
         if again:  # the second spare, started after the first (never two starts at once)
-            self.refill(store, limits)
+            self._start(k, rt, store, limits)
 
     def settle(self) -> None:
         """Wait for the background starts in flight (a start may chain one more)."""
