@@ -30,13 +30,19 @@ def bench_train(
     threads: Annotated[int | None, typer.Option(
         "--threads", min=1, help="torch intra-op threads for both trainers (default: "
                                  "torch's); 1 repeats best on a shared, busy machine")] = None,
+    rounds: Annotated[int, typer.Option(
+        "--rounds", min=1, help="(ceiling, TRL) pairs in alternating order; the step times "
+                                "are pooled and each round's ratio is reported")] = 1,
 ) -> None:
     """Seconds per GRPO step and generated tokens/s for ceiling and for TRL's GRPOTrainer
     on the same tiny model, prompts, group size and reward, measured in this run, with the
     ratio; and the largest absolute difference of the per-token GRPO loss on one fixed batch.
     Needs trl (the dev extra).
 
-    Example: ceiling bench train --json > train-bench.json
+    On a noisy machine use --rounds 3 or more: the speed of a shared VM drifts by tens of
+    percent within a minute, and alternating the order keeps the drift out of the ratio.
+
+    Example: ceiling bench train --json --threads 1 --rounds 3 > train-bench.json
     """
     from rich.console import Console
 
@@ -44,7 +50,7 @@ def bench_train(
 
     s = TrainBenchSettings(steps=steps, warmup=warmup, prompts=prompts, group_size=group_size,
                            max_new_tokens=max_new_tokens, base=base, seed=seed,
-                           threads=threads)
+                           threads=threads, rounds=rounds)
     err = Console(stderr=True)
     with err.status("benchmarking training") as status:
         result = run_train_bench(s, progress=lambda m: status.update(f"train bench: {m}"))
@@ -59,6 +65,9 @@ def bench_train(
     out.print(f"TRL:     {t['s_per_step']} s/step, {t['tokens_per_s']} tokens/s")
     out.print(f"TRL s/step over ceiling s/step: {result['ratio_trl_over_ceiling_s_per_step']} "
               f"(CPU time: {result['ratio_trl_over_ceiling_cpu_s_per_step']})")
+    if len(result["rounds"]) > 1:
+        out.print("ceiling/TRL per round: " + ", ".join(
+            str(r["ceiling_over_trl"]) for r in result["rounds"]))
     lc = result["loss_check"]
     out.print(f"per-token loss, max |ceiling - TRL| over {lc['tokens']} tokens: "
               f"{lc['max_abs_diff_per_token_loss']:.2e}")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import PolicyError
+from . import _mask4d
 from ._types import Generation, PolicyRequest, SamplingParams
 
 
@@ -176,17 +177,20 @@ class HFPolicy:
         reason = ["length"] * n
         done = [False] * n
         stop = [s for s in sp.stop if s]
+        dense = _mask4d.dense_ok(self.model)
+        dtype = next(iter(self.model.parameters())).dtype if dense else None
         with torch.inference_mode():
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             extra = {"logits_to_keep": 1} if self._keep_kw else {}
-            res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                             **extra)
+            res = self.model(input_ids=ids, position_ids=pos, use_cache=True, **extra,
+                             attention_mask=_mask4d.prefill_mask(mask, dtype) if dense else mask)
             past = _cache_of(res)
             logits = res.logits[:, -1, :].float()
             last_pos = pos[:, -1]
+            rows = list(range(n))  # the request each row of the running batch belongs to
             for _ in range(sp.max_new_tokens):
                 nxt, lp = self._sample(logits, sp, gen)
-                for r, (t, lv) in enumerate(zip(nxt.tolist(), lp.tolist(), strict=True)):
+                for r, t, lv in zip(rows, nxt.tolist(), lp.tolist(), strict=True):
                     if done[r]:
                         continue
                     new_ids[r].append(t)
@@ -196,11 +200,20 @@ class HFPolicy:
                         done[r], reason[r] = True, "stop"
                 if all(done):
                     break
-                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=self.device)], 1)
+                live = [i for i, r in enumerate(rows) if not done[r]]
+                if len(live) <= 0.75 * len(rows) and hasattr(past, "batch_select_indices"):
+                    # finished rows leave the batch (a quarter at a time, so the copy pays):
+                    # replies stop at different lengths and the batch ran to the longest
+                    keep = torch.tensor(live, device=self.device)
+                    past.batch_select_indices(keep)
+                    nxt, mask, last_pos = nxt[keep], mask[keep], last_pos[keep]
+                    rows = [rows[i] for i in live]
+                mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype,
+                                                   device=self.device)], 1)
                 last_pos = last_pos + 1
-                res = self.model(input_ids=nxt[:, None], attention_mask=mask,
-                                 position_ids=last_pos[:, None], use_cache=True,
-                                 **{self._cache_kw: past})
+                res = self.model(input_ids=nxt[:, None], position_ids=last_pos[:, None],
+                                 attention_mask=_mask4d.step_mask(mask, dtype) if dense else mask,
+                                 use_cache=True, **{self._cache_kw: past})
                 past = _cache_of(res)
                 logits = res.logits[:, -1, :].float()
         gens = []
@@ -241,8 +254,22 @@ class HFPolicy:
         if sp.top_p < 1.0:
             z = top_p_mask(z, sp.top_p)
         logp = torch.log_softmax(z, -1)
-        nxt = torch.multinomial(logp.exp(), 1, generator=gen)[:, 0]
+        nxt = draw(logp.exp(), gen)
         return nxt, logp.gather(-1, nxt[:, None])[:, 0]
+
+
+def draw(probs: Any, gen: Any) -> Any:
+    """One token per row of ``probs`` ``[B, V]`` by inverting the cumulative distribution
+    with one uniform draw per row (float64 sums; a token of probability 0 is never drawn).
+    The same distribution as ``torch.multinomial(probs, 1)``, which on CPU draws a full
+    row of exponentials per sample: ~1 ms per call for 32 rows of a 814-token vocabulary
+    here against ~0.1 ms, and a tiny model's decode step costs a few ms."""
+    import torch
+
+    cdf = probs.to(torch.float64).cumsum(-1)
+    u = torch.rand((probs.shape[0], 1), generator=gen, dtype=torch.float64,
+                   device=probs.device) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_(max=probs.shape[-1] - 1)
 
 
 MERGE_MAX_PARAMS = 20_000_000  # above this the LoRA branch is a small share of a forward

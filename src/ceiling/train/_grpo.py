@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..rollout import Trajectory
-from ._batch import Sample, collate, samples_from_groups
+from ._batch import Sample, collate, length_chunks, samples_from_groups
 from ._loss import LossConfig, grpo_loss, sequence_logprobs
 from ._optim import StepContext, StepResult, register_optimizer
 
@@ -53,8 +53,8 @@ class GRPO:
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the model has no trainable parameters (expected a LoRA adapter)")
-        self.opt = torch.optim.AdamW(self.params, lr=settings.lr, betas=(0.9, 0.99),
-                                     weight_decay=settings.weight_decay)
+        self.opt = adamw(self.params, lr=settings.lr, betas=(0.9, 0.99),
+                         weight_decay=settings.weight_decay)
         self.device = next(model.parameters()).device
         # train mode only changes what dropout does; switching it walks every module twice
         # per update, a measurable share of a tiny model's step, so it is skipped when the
@@ -106,8 +106,7 @@ class GRPO:
         if not samples:
             metrics.update(updated=0.0)
             return StepResult([], metrics)
-        chunks = [samples[i:i + self.s.micro_batch]
-                  for i in range(0, len(samples), self.s.micro_batch)]
+        chunks = length_chunks(samples, self.s.micro_batch)
         batches = [collate(c, self.pad_id, self.device) for c in chunks]
         refs = [self._ref(b) for b in batches]
         total_tok = sum(b.tokens for b in batches)
@@ -148,6 +147,17 @@ class GRPO:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.opt.load_state_dict(state["adamw"])
+
+
+def adamw(params: list[Any], **kw: Any) -> torch.optim.AdamW:
+    """AdamW, fused where torch has a fused kernel for the parameters' device (CPU and
+    CUDA in torch >= 2.4): one kernel per step instead of ~8 small ops per adapter tensor,
+    a few ms of a tiny model's step. Same update rule; the state dict has the same keys,
+    so checkpoints move between the two."""
+    try:
+        return torch.optim.AdamW(params, fused=True, **kw)
+    except (RuntimeError, TypeError, ValueError):  # a device or dtype without the kernel
+        return torch.optim.AdamW(params, **kw)
 
 
 def recompute_logprobs(model: Any, samples: Sequence[Sample], pad_id: int,

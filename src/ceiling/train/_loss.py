@@ -58,6 +58,11 @@ def sequence_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch
     T = input_ids.shape[1]
     k = T - 1 if keep is None else min(int(keep), T - 1)
     extra = {"logits_to_keep": k + 1} if keep is not None and _takes_logits_to_keep(model) else {}
+    from ..policies import _mask4d
+
+    if _mask4d.dense_ok(model):  # saves the model building it (see _mask4d)
+        dtype = next(iter(model.parameters())).dtype
+        attention_mask = _mask4d.prefill_mask(attention_mask, dtype)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos,
                    use_cache=False, **extra).logits[:, -(k + 1):-1, :].float()
     if temperature != 1.0:

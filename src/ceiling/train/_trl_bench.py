@@ -60,6 +60,7 @@ class TrainBenchSettings:
     seed: int = 0
     base: str = "auto"  # "auto": builtin:tiny if present, else a random tiny Llama
     threads: int | None = None  # torch intra-op threads for both trainers (None: as is)
+    rounds: int = 1  # (ceiling, TRL) pairs, the order alternating; the ratio per round
 
 
 def trl_available() -> bool:
@@ -418,10 +419,17 @@ def _run(s: TrainBenchSettings, say: Callable[[str], None]) -> dict[str, Any]:
         path, label = bench_base(s.base, work)
         prompts, names = bench_prompts(s.prompts)
         reward = make_reward(dict(zip(prompts, names, strict=True)))
-        say("ceiling GRPO steps")
-        ours = _ceiling_steps(path, s, prompts, reward)
-        say("TRL GRPOTrainer steps")
-        trl = _trl_steps(path, s, prompts, reward, work)
+        rounds: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for r in range(s.rounds):  # the order alternates, so a drift of the machine's
+            # speed during the run does not favour whichever trainer always goes first
+            pair: dict[str, dict[str, Any]] = {}
+            for who in (("ceiling", "trl") if r % 2 == 0 else ("trl", "ceiling")):
+                say(f"round {r + 1}/{s.rounds}: " + ("ceiling GRPO steps" if who == "ceiling"
+                                                     else "TRL GRPOTrainer steps"))
+                pair[who] = (_ceiling_steps(path, s, prompts, reward) if who == "ceiling"
+                             else _trl_steps(path, s, prompts, reward, work / f"trl{r}"))
+            rounds.append((pair["ceiling"], pair["trl"]))
+        ours, trl = _pooled([a for a, _ in rounds]), _pooled([b for _, b in rounds])
         say("loss cross-check")
         trainer, tok = crosscheck_trainer(path, prompts, work, beta=s.beta, clip=s.clip)
         check = loss_crosscheck(trainer, tok, prompts, beta=s.beta, clip=s.clip, seed=s.seed)
@@ -443,7 +451,25 @@ def _run(s: TrainBenchSettings, say: Callable[[str], None]) -> dict[str, Any]:
                                                      3) if trl["tokens_per_s"] and
         ours["tokens_per_s"] else None,
         "loss_check": check,
+        "rounds": [{"ceiling_s_per_step": a["s_per_step"], "trl_s_per_step": b["s_per_step"],
+                    "ceiling_over_trl": round(a["s_per_step"] / b["s_per_step"], 3)
+                    if a["s_per_step"] and b["s_per_step"] else None} for a, b in rounds],
+        "ceiling_over_trl_round_max": max((round(a["s_per_step"] / b["s_per_step"], 3)
+                                           for a, b in rounds
+                                           if a["s_per_step"] and b["s_per_step"]),
+                                          default=None),
     }
+
+
+def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One trainer's summary over every round's timed steps (medians of all of them)."""
+    if len(runs) == 1:
+        return runs[0]
+    out = _summary([x for r in runs for x in r["step_s"]],
+                   [x for r in runs for x in r["generated_tokens"]],
+                   [x for r in runs for x in r["step_cpu_s"]])
+    extra = {k: sum(r[k] for r in runs) for k in runs[0] if k == "groups_zero_variance"}
+    return out | extra
 
 
 __all__ = ["TrainBenchSettings", "crosscheck_trainer", "loss_crosscheck", "run_train_bench",
