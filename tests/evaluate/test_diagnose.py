@@ -102,3 +102,20 @@ def test_diagnose_plays_real_episodes_and_names_bad_input(
     rc, _, err = _cli(["diagnose", "--policy", "scripted:oracle", "--suite", "terminal_ops",
                        "--tags", "nope"], capsys)
     assert rc == 2 and "tags" in err
+
+
+def test_diagnose_takes_the_sampling_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from ceiling.evaluate import Store
+
+    rc, _, err = _cli(["diagnose", "--policy", "builtin:tiny", "--suite", "terminal_ops",
+                       "--tags", "demo", "-k", "2", "--temperature", "0"], capsys)
+    assert rc == 2 and "--temperature" in err
+    rc, out, err = _cli(["diagnose", "--policy", "builtin:tiny", "--suite", "terminal_ops",
+                         "--tags", "demo", "-k", "2", "--n", "2", "--temperature", "0.7",
+                         "--top-p", "0.9", "--max-new-tokens", "12", "--name", "diag-flags",
+                         "--json"], capsys)
+    assert rc == 0, err
+    rec = Store().get("diag-flags")
+    assert rec.key_parts["sampling"]["temperature"] == 0.7
+    assert rec.key_parts["sampling"]["top_p"] == 0.9
+    assert rec.key_parts["sampling"]["max_new_tokens"] == 12

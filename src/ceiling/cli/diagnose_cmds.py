@@ -39,6 +39,12 @@ def diagnose_cmd(
     backend: Annotated[str, typer.Option("--backend")] = "namespace",
     workers: Annotated[int, typer.Option("--workers")] = 4,
     seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
+    temperature: Annotated[float | None, typer.Option(
+        "--temperature", help="sampling temperature (default 1.0; pass@k needs > 0)")] = None,
+    top_p: Annotated[float | None, typer.Option(
+        "--top-p", help="nucleus sampling mass (default 1.0, off)")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(
+        "--max-new-tokens", help="reply budget in tokens (default: the harness's, 256)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
 ) -> None:
     """One verdict per family and horizon: post-train / change the base / saturated / not
@@ -61,6 +67,10 @@ def diagnose_cmd(
             raise ConfigError("diagnose needs --policy and --suite (or --run)",
                               where="--policy", fix="e.g. --policy builtin:tiny --suite "
                                                    "terminal_ops --tags demo")
+        if temperature == 0:
+            raise ConfigError("greedy sampling gives every sample the same reply, so "
+                              "pass@k would equal pass@1", where="--temperature",
+                              fix="use a temperature above 0 (default 1.0)")
         if k < 2:
             raise ConfigError(f"-k {k} cannot compare pass@k with pass@1", where="-k",
                               fix="use -k 8 or more")
@@ -76,6 +86,7 @@ def diagnose_cmd(
             raise ConfigError("--tags filters family suites only", where="--tags",
                               fix="drop --tags or give a family name")
         kw: dict[str, Any] = {"harness_format": harness} if harness else {}
+        kw.update(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
         rec = run_eval(policy, suite, n=None if cards else n, k=k, name=name, seed=seed,
                        card_seed=card_seed, backend=backend, workers=workers, store=store,
                        cards=cards, **kw)
