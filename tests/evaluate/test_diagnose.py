@@ -115,6 +115,7 @@ def test_diagnose_takes_the_sampling_flags(capsys: pytest.CaptureFixture[str]) -
                          "--top-p", "0.9", "--max-new-tokens", "12", "--name", "diag-flags",
                          "--json"], capsys)
     assert rc == 0, err
+    assert [r["family"] for r in json.loads(out)] == ["terminal_ops"]
     rec = Store().get("diag-flags")
     assert rec.key_parts["sampling"]["temperature"] == 0.7
     assert rec.key_parts["sampling"]["top_p"] == 0.9

@@ -103,13 +103,36 @@ def test_generic_jsonl_and_errors(tmp_path: Path) -> None:
         read_trajs(f)
 
 
-def test_copies_are_checked_against_a_protected_source() -> None:
+def test_unseen_contents_are_checked_against_the_initial_state() -> None:
+    """Content the trajectory never saw is tested relationally: the recorded operations
+    replayed on the card's initial content ($INITIAL), so the tests hold for whatever the
+    start held. Played on another start (as the fidelity check does with the original
+    card's files), the right end state passes and a wrong one fails."""
+    from ceiling.cards import FileEntry
+    from ceiling.check import run_plan
+    from ceiling.sandbox import namespaces_available
     from ceiling.synth._trajectories import build_card
+    from ceiling.verify import oracle_plan
 
     pc = piece(T(("run", {"cmd": "cp ring.md soup.log"}, ""),
-                 ("run", {"cmd": "mv owl.txt sand.cfg"}, "")))
+                 ("run", {"cmd": "mv owl.txt sand.cfg"}, ""),
+                 ("run", {"cmd": "sed -i 's/a.b/X/' notes.txt"}, ""),
+                 ("run", {"cmd": "echo tail >> notes.txt"}, ""),
+                 ("run", {"cmd": "wc -l < notes.txt > n.txt"}, "")))
     bodies = "\n".join(b for _n, b in pc.tests)
-    assert "data('soup.log') == data('ring.md')" in bodies  # a fixed body cannot pass
-    assert "data('sand.cfg') == b'content of owl.txt before the task\\n'" in bodies
+    assert "data('soup.log') == replay('ring.md', [])" in bodies
+    assert "data('sand.cfg') == replay('owl.txt', [])" in bodies
+    assert "data('notes.txt') == replay('notes.txt', [('sub', b'a.b', b'X', False), " \
+           "('append', b'tail\\n')])" in bodies
     card = build_card([pc], "single")
-    assert card.acceptance.protected == ["ring.md"]
+    assert card.acceptance.protected == ["ring.md"] and card.acceptance.initial_state
+    if namespaces_available() is not None:
+        pytest.skip("needs the namespace sandbox")
+    other = {"ring.md": FileEntry(b"ring\n"), "owl.txt": FileEntry(b"owl 1\nowl 2\n"),
+             "notes.txt": FileEntry(b"a-b a.b\nzz\naxb\n")}
+    v, _ = run_plan(card.model_copy(update={"workspace": other}), oracle_plan())
+    assert v.outcome.passed, v
+    wrong = card.model_copy(update={"workspace": other, "solution": card.solution.replace(
+        "'s/a.b/X/'", "'s/a.b/X/g'")})
+    v, _ = run_plan(wrong, oracle_plan())
+    assert not v.outcome.passed  # sed without g changes the first match of each line only

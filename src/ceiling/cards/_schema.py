@@ -84,6 +84,10 @@ class Acceptance(_Model):
     service_ready: str | None = None
     service_wait_s: float = Field(default=30.0, gt=0, le=600)
     keep_processes: bool = False
+    # Host runners only: the hidden tests also see the card's initial workspace (its layers
+    # merged; regular files and folders) as a copy under ``$INITIAL``, so a test can relate
+    # the final state to the start ("b.txt holds what a.txt held") without pinning bytes.
+    initial_state: bool = False
 
 
 class Milestone(_Model):
@@ -234,6 +238,9 @@ class TaskCard(_Model):
     def _check_protected(cls, v: Acceptance) -> Acceptance:
         for p in v.protected:
             check_relpath(p.replace("*", "x"), where="acceptance.protected")
+        if v.initial_state and v.runner in ("inprocess", "sandbox"):
+            raise ValueError("initial_state ($INITIAL) is given to the host runners only: "
+                             "use runner 'files' or 'subject', or drop initial_state")
         return v
 
     @model_validator(mode="after")
@@ -264,7 +271,8 @@ class TaskCard(_Model):
         if self.environment == Environment():
             data.pop("environment", None)
         acc, default = data["acceptance"], Acceptance().model_dump(mode="json")
-        for key in ("service", "service_ready", "service_wait_s", "keep_processes"):
+        for key in ("service", "service_ready", "service_wait_s", "keep_processes",
+                    "initial_state"):
             if acc.get(key) == default[key]:
                 acc.pop(key, None)
         return data

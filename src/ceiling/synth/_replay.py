@@ -79,6 +79,16 @@ def _norm(path: str) -> str:
     return p.rstrip("/")
 
 
+def sed_sub(data: bytes, a: bytes, b: bytes, glob: bool) -> bytes:
+    """``sed 's/a/b/[g]'`` for the pattern characters :data:`_LITERAL` allows: ``.`` is
+    the one regex character among them (any character), the rest match themselves, the
+    replacement is literal, and without ``g`` only the first match *of each line* changes.
+    The synthesized tests carry a copy of this (``TEST_HEAD``)."""
+    pat = re.compile(re.escape(a).replace(rb"\.", b"."))
+    return b"\n".join(pat.sub(lambda _m: b, line, count=0 if glob else 1)
+                      for line in data.split(b"\n"))
+
+
 def _apply(data: bytes, ops: list[tuple[object, ...]]) -> bytes | None:
     for op in ops:
         if op[0] == "append":
@@ -89,8 +99,7 @@ def _apply(data: bytes, ops: list[tuple[object, ...]]) -> bytes | None:
                 return None
             data = data.replace(old, new, 1)  # type: ignore[arg-type]
         elif op[0] == "sub":
-            a, b, glob = op[1], op[2], op[3]
-            data = data.replace(a, b) if glob else data.replace(a, b, 1)  # type: ignore[arg-type]
+            data = sed_sub(data, op[1], op[2], bool(op[3]))  # type: ignore[arg-type]
     return data
 
 
@@ -287,7 +296,8 @@ class Replayer:
                 n = known.count(b"\n")
                 self.set(dst, Val(known=b"%d\n" % n))
             else:
-                self.set(dst, Val(ops=[("count", src)]))
+                # the counted content as it was then (a test recounts it from $INITIAL)
+                self.set(dst, Val(ops=[("count", src, v.copy() if v is not None else None)]))
             return
         if re.search(r"(?<![|])\|(?![|])", cmd) or re.search(r"(?<![0-9&])<(?!<)", cmd):
             raise Unrecoverable("unsupported_command", "pipe or input redirection")

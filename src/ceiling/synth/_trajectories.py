@@ -50,7 +50,7 @@ from ..cards import (
     save_card,
 )
 from ._manifest import decisions, manifest, report
-from ._replay import Recovery, Unrecoverable, recover
+from ._replay import Recovery, Unrecoverable, Val, recover
 from ._traj_read import Traj, read_trajs, slug
 
 Progress = Callable[[dict[str, Any]], None]
@@ -82,8 +82,10 @@ class Piece:
 
 
 TEST_HEAD = '''"""Hidden tests (synthesized from a trajectory's end state). They read the final files
-under WORKSPACE as data; they import nothing from the workspace."""
+under WORKSPACE as data and the card's initial files under INITIAL (a host copy the
+grader writes); they import nothing from the workspace."""
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -94,6 +96,35 @@ def data(rel):
     p = WS / rel
     assert p.is_file() and not p.is_symlink(), f"{rel} is missing or not a regular file"
     return p.read_bytes()
+
+
+def initial(rel):
+    p = Path(os.environ["INITIAL"]) / rel
+    assert p.is_file() and not p.is_symlink(), f"{rel} was not a file at the start"
+    return p.read_bytes()
+
+
+def sed_sub(data, a, b, glob):
+    pat = re.compile(re.escape(a).replace(rb"\\.", b"."))
+    return b"\\n".join(pat.sub(lambda _m: b, line, count=0 if glob else 1)
+                       for line in data.split(b"\\n"))
+
+
+def replay(rel, ops):
+    """What the trajectory's operations make of rel's initial content."""
+    return replay_on(initial(rel), ops)
+
+
+def replay_on(got, ops):
+    for op in ops:
+        if op[0] == "append":
+            got += op[1]
+        elif op[0] == "edit":
+            assert got.count(op[1]) == 1, "the edit's old text occurs once at the start"
+            got = got.replace(op[1], op[2], 1)
+        elif op[0] == "sub":
+            got = sed_sub(got, op[1], op[2], op[3])
+    return got
 '''
 
 
@@ -113,8 +144,7 @@ def unchanged(rec: Recovery) -> set[str]:
     return out
 
 
-def _test_for(rec: Recovery, p: str, name: str, fills: dict[str, bytes],
-              keep: set[str]) -> str | None:
+def _test_for(rec: Recovery, p: str, name: str, fills: dict[str, bytes]) -> str | None:
     v = rec.final.get(p, "missing")
     lines: list[str] = []
     if v is None:
@@ -122,35 +152,23 @@ def _test_for(rec: Recovery, p: str, name: str, fills: dict[str, bytes],
     elif v != "missing":
         exact = rec.final_value(p)
         if rec.is_count(p):
-            lines.append(f"    assert data({p!r}).strip().isdigit(), 'a line count'")
+            counted = v.ops[0][2] if len(v.ops[0]) > 2 else None  # type: ignore[union-attr]
+            if isinstance(counted, Val) and counted.base is not None:
+                # recounted from the card's initial content (exact for any start)
+                lines.append(f"    want = replay({counted.base!r}, {counted.ops!r})")
+                lines.append(f"    assert data({p!r}) == b'%d\\n' % want.count(b'\\n')")
+            else:
+                lines.append(f"    assert data({p!r}).strip().isdigit(), 'a line count'")
         elif exact is not None:
             lines.append(f"    assert data({p!r}) == {exact!r}")
-        elif v.base is not None and v.base != p and not v.ops:  # type: ignore[union-attr]
-            # a pure move or copy of content never seen: against its protected source
-            # when that is still there, else against this card's own initial content
-            src = v.base  # type: ignore[union-attr]
-            if src in keep:
-                lines.append(f"    assert data({p!r}) == data({src!r})")
-            elif src in fills:
-                lines.append(f"    assert data({p!r}) == {fills[src]!r}")
-            else:
-                lines.append(f"    data({p!r})")
+        elif v.base is not None and v.base in fills:  # type: ignore[union-attr]
+            # content never seen: the recorded operations replayed on the card's initial
+            # content ($INITIAL), so the test holds for whatever the start held (a move,
+            # a copy, appends, substitutions, edits)
+            lines.append(f"    assert data({p!r}) == replay({v.base!r}, "  # type: ignore[union-attr]
+                         f"{v.ops!r})")  # type: ignore[union-attr]
         else:
-            lines.append(f"    got = data({p!r})")
-            trail = b""
-            for op in reversed(v.ops):  # type: ignore[union-attr]
-                if op[0] != "append":
-                    break
-                trail = op[1] + trail  # type: ignore[operator]
-            if trail:
-                lines.append(f"    assert got.endswith({trail!r})")
-            for op in v.ops:  # type: ignore[union-attr]
-                if op[0] == "sub":
-                    lines.append(f"    assert {op[2]!r} in got")
-                    if op[3] and op[1] not in op[2]:  # type: ignore[operator]
-                        lines.append(f"    assert {op[1]!r} not in got")
-                elif op[0] == "edit":
-                    lines.append(f"    assert {op[2]!r} in got")
+            lines.append(f"    data({p!r})")
     if p in rec.final_mode and rec.final.get(p, "missing") is not None:
         lines.append(f"    assert stat.S_IMODE(os.lstat(WS / {p!r}).st_mode) == "
                      f"{rec.final_mode[p]:#o}")
@@ -187,12 +205,11 @@ def piece(traj: Traj) -> Piece:
     rec = recover(traj)
     pc = Piece(traj, rec, rec.initial_files(), [], _oracle(rec))
     fills = {p: d for p, (d, _m, _e) in pc.files.items()}
-    keep = unchanged(rec)
     gone: list[str] = []
     for i, p in enumerate(sorted(rec.final)):
         if p in rec.dirs:
             continue
-        body = _test_for(rec, p, f"test_path_{i}", fills, keep)
+        body = _test_for(rec, p, f"test_path_{i}", fills)
         if body and rec.final.get(p) is None:
             gone.append(body.split("\n", 1)[1])  # an absence check
         elif body:
@@ -264,7 +281,7 @@ def build_card(pcs: Sequence[Piece], kind: str) -> TaskCard:
         horizon=horizon_for_steps(steps), instruction=_instruction(pcs),
         budget=Budget(max_steps=max(30, 3 * steps), command_timeout_s=10.0,
                       episode_timeout_s=600.0),
-        acceptance=Acceptance(tests=ids, runner="files", protected=sorted(
+        acceptance=Acceptance(tests=ids, runner="files", initial_state=True, protected=sorted(
             {q for pc in pcs for q in unchanged(pc.rec)} & set(ws))),
         difficulty=min(10, len(pcs)), tags=["synth", "synth_traj", kind],
         template=f"synth_traj/{kind}")
@@ -364,6 +381,16 @@ def combine_breadth(a: Piece, b: Piece, x: str, y: str) -> TaskCard | None:
     if b2 is None:
         return None
     b2.files.pop(x, None)  # the second's input is the first's output
+    # ... so its tests start from what the first leaves in x, not from an initial x
+    exact, fx = a.rec.final_value(x), a.rec.final.get(x)
+    if exact is not None:
+        start = repr(exact)
+    elif fx is not None and fx.base is not None and fx.base in a.files:
+        start = f"replay({fx.base!r}, {fx.ops!r})"
+    else:
+        return None
+    b2.tests = [(n, body.replace(f"replay({x!r}, ", f"replay_on({start}, "))
+                for n, body in b2.tests]
     a2 = Piece(a.traj, a.rec, dict(a.files), [t for t in a.tests], list(a.oracle))
     # the first's test of x no longer holds once the second consumed it: drop it
     keep = []

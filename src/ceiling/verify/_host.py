@@ -459,10 +459,14 @@ def _kill_group(pid: int) -> None:
 
 
 def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
-               timeout: float, *, prestart: bool = True) -> tuple[GradeResult, dict[str, Any]]:
+               timeout: float, *, prestart: bool = True,
+               initial: Mapping[str, FileEntry] | None = None
+               ) -> tuple[GradeResult, dict[str, Any]]:
     """Run the hidden tests on the host against ``workspace`` (a host copy) with the subject
     in ``sandbox``. Returns the result and facts for the verdict (``sandbox_dead``,
-    ``requests``)."""
+    ``requests``). ``initial``: the card's initial workspace, written (regular files and
+    folders only: a symlink from the card is never followed on the host) to a folder the
+    tests find under ``$INITIAL``."""
     nonce = secrets.token_hex(4)
     name, body, cp, cf = _canary_file(nonce)
     res = GradeResult(canary_pass=cp, canary_fail=cf)
@@ -487,6 +491,10 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
         env = {"PATH": os.environ.get("PATH", os.defpath), "WORKSPACE": str(workspace),
                "HOME": str(root), "TMPDIR": str(root / "tmp"), "LANG": "C.UTF-8",
                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        if initial is not None:
+            write_tree({p: e for p, e in initial.items() if e.kind in ("file", "dir")},
+                       root / "initial")
+            env["INITIAL"] = str(root / "initial")
         mine.sendall((json.dumps({"workspace": str(workspace), "env": env}) + "\n").encode())
         m0 = time.monotonic()
         data, res.timed_out = _read_until_eof(rfd, time.monotonic() + timeout)

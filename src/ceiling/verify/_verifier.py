@@ -184,8 +184,13 @@ class Verifier:
 
         gfacts: dict[str, Any] = {}
         if host_mode:
+            start = None
+            if card.acceptance.initial_state:
+                start = {}
+                for layer in card.layers:
+                    start.update(layer)
             g, gfacts = grade_host(card.tests, ws, final, card.acceptance.test_timeout_s,
-                                   prestart=runner == "subject")
+                                   prestart=runner == "subject", initial=start)
         else:
             g = grade_in_sandbox(card.tests, final, card.acceptance.test_timeout_s)
         detail["grader"] = {"exit_code": g.exit_code, "timed_out": g.timed_out,
