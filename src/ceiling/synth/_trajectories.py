@@ -5,11 +5,12 @@ For each trajectory (:mod:`._traj_read`: ceiling's JSONL or the generic JSONL):
 1. :func:`~._replay.recover` replays its file operations over a symbolic workspace and
    recovers the initial workspace (exact where observed, filled only where the operations
    never depend on the content; anything else is refused with a reason).
-2. The hidden tests (``runner: files``: they read the final files under ``$WORKSPACE``)
-   come from the end state, one test per path it touched: exact content where the
-   trajectory determines it, else what it shows (ends with the appended text, holds the
-   substituted literal and not the replaced one), absence of removed paths, modes set by
-   ``chmod``.
+2. The hidden tests (``runner: files``, ``initial_state``: they read the final files
+   under ``$WORKSPACE`` and the card's initial files under ``$INITIAL``) come from the
+   end state, one test per path it touched: exact content where the trajectory determines
+   it, else the recorded operations replayed on the initial content (a move or copy, the
+   appends, substitutions and edits, a line count), absence of removed paths, modes set
+   by ``chmod``.
 3. The oracle replays the trajectory's actions (``run`` commands as they were, ``write``
    and ``edit`` as ``python3`` one-liners).
 4. The same gates as repo synthesis (:func:`ceiling.check.validate`: oracle passes, the
