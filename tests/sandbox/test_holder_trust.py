@@ -388,10 +388,16 @@ def test_commands_are_the_oom_killers_first_choice(sb: Sandbox) -> None:
 
 # -- the uid pool ------------------------------------------------------------------------------
 
-def test_uid_pool_leases_are_exclusive_across_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_uid_pool_leases_are_exclusive_across_processes(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
     from ceiling import SandboxUnavailable
     from ceiling.sandbox import _uidpool
 
+    # a lock folder of its own: sandboxes of other processes on this machine (a second
+    # test run, a bench) hold uids of the real pool and would take "a.uid + 1" below
+    locks = tmp_path / "locks"
+    locks.mkdir(mode=0o700)
+    monkeypatch.setattr(_uidpool, "_dir", locks)
     a = _uidpool.acquire()
     code = ("import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\ntry:\n"
             "    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"

@@ -7,6 +7,7 @@
 
 from ._hf import HFPolicy, adapters_off, merged_lora
 from ._load import KINDS, load_policy, policy_tokenizer, resolve_builtin
+from ._mask4d import full_mask_for
 from ._serve import default_model_name, serve
 from ._types import Generation, Policy, PolicyRequest, SamplingParams, sampling_params
 
@@ -19,6 +20,7 @@ __all__ = [
            "SamplingParams",
            "adapters_off",
            "default_model_name",
+           "full_mask_for",
            "load_policy",
            "merged_lora",
            "policy_tokenizer",

@@ -61,3 +61,12 @@ def additive(allowed: Any, dtype: Any) -> Any:
 
     out = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
     return out.masked_fill_(~allowed, torch.finfo(dtype).min)
+
+
+def full_mask_for(model: Any, mask2d: Any) -> Any:
+    """What to pass as ``attention_mask`` for a full forward of ``model`` over a batch
+    with padding mask ``mask2d``: the ready-made 4-D mask where :func:`dense_ok`, else
+    ``mask2d`` itself."""
+    if not dense_ok(model):
+        return mask2d
+    return prefill_mask(mask2d, next(iter(model.parameters())).dtype)

@@ -58,13 +58,10 @@ def sequence_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch
     T = input_ids.shape[1]
     k = T - 1 if keep is None else min(int(keep), T - 1)
     extra = {"logits_to_keep": k + 1} if keep is not None and _takes_logits_to_keep(model) else {}
-    from ..policies import _mask4d
+    from ..policies import full_mask_for  # a ready-made 4-D mask where the model takes one
 
-    if _mask4d.dense_ok(model):  # saves the model building it (see _mask4d)
-        dtype = next(iter(model.parameters())).dtype
-        attention_mask = _mask4d.prefill_mask(attention_mask, dtype)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=pos,
-                   use_cache=False, **extra).logits[:, -(k + 1):-1, :].float()
+    logits = model(input_ids=input_ids, attention_mask=full_mask_for(model, attention_mask),
+                   position_ids=pos, use_cache=False, **extra).logits[:, -(k + 1):-1, :].float()
     if temperature != 1.0:
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)
