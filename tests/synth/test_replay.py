@@ -136,3 +136,30 @@ def test_unseen_contents_are_checked_against_the_initial_state() -> None:
         "'s/a.b/X/'", "'s/a.b/X/g'")})
     v, _ = run_plan(wrong, oracle_plan())
     assert not v.outcome.passed  # sed without g changes the first match of each line only
+
+def test_a_deletion_only_card_does_not_pay_deleting_everything() -> None:
+    """ceiling redteam found 'delete everything' earning 1.0 on cards recovered from
+    trajectories that only delete (the workspace held nothing else). A bystander file the
+    task never names joins the workspace, protected and checked against $INITIAL."""
+    from ceiling.cards import FileEntry
+    from ceiling.check import run_plan
+    from ceiling.sandbox import namespaces_available
+    from ceiling.synth._trajectories import build_card
+    from ceiling.verify import oracle_plan
+    from ceiling.verify.exploits import EXPLOITS
+
+    pc = piece(T(("run", {"cmd": "rm cache/a.tmp"}, ""), ("run", {"cmd": "rm cache/b.bak"}, "")))
+    card = build_card([pc], "single")
+    assert "cache/notes.txt" in card.workspace and card.acceptance.protected == ["cache/notes.txt"]
+    if namespaces_available() is not None:
+        pytest.skip("needs the namespace sandbox")
+    v, _ = run_plan(card, oracle_plan())
+    assert v.outcome.passed, v
+    nuke = EXPLOITS["delete_everything"]
+    v, _ = run_plan(card, nuke)
+    assert v.reward <= 0, v
+    # a start without the bystander (the original card's, in the fidelity check) passes
+    other = {"cache/a.tmp": FileEntry(b"a\n"), "cache/b.bak": FileEntry(b"b\n"),
+             "hello.md": FileEntry(b"keep me\n")}
+    v, _ = run_plan(card.model_copy(update={"workspace": other}), oracle_plan())
+    assert v.outcome.passed, v

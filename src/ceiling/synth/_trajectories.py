@@ -80,6 +80,24 @@ class Piece:
     files: dict[str, tuple[bytes, int, bool]] = field(default_factory=dict)
     tests: list[tuple[str, str]] = field(default_factory=list)  # (test name, body)
     oracle: list[str] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)  # bystander files added (protected)
+
+
+BYSTANDER = b"This file is not part of the task; leave it as it is.\n"
+
+
+def _bystander(rec: Recovery) -> str:
+    """A path no operation of the trajectory names, beside the first removed path."""
+    used = set(rec.init_exists) | set(rec.final) | rec.dirs
+    first = min(p for p, v in rec.final.items() if v is None)
+    folder = first.rsplit("/", 1)[0] + "/" if "/" in first else ""
+    for name in ("notes.txt", "README.txt", "keep.txt"):
+        if folder + name not in used:
+            return folder + name
+    n = 0
+    while f"{folder}keep-{n}.txt" in used:
+        n += 1
+    return f"{folder}keep-{n}.txt"
 
 
 TEST_HEAD = '''"""Hidden tests (synthesized from a trajectory's end state). They read the final files
@@ -219,7 +237,19 @@ def piece(traj: Traj) -> Piece:
         # absences alone would pay a deleted workspace: every presence test checks them
         pc.tests = [(n, b + "".join(gone)) for n, b in pc.tests]
     elif gone:
-        pc.tests = [(f"test_gone_{i}", f"def test_gone_{i}():\n{g}") for i, g in enumerate(gone)]
+        # only deletions: a workspace holding nothing but the doomed files would pay
+        # "delete everything" (ceiling redteam found it: 1.0 on cleanup and delete cards).
+        # A file the task never names joins the workspace and must stay as it was; the
+        # check is relative to $INITIAL, so a start without that file (the original
+        # card's) leaves it vacuous.
+        keep = _bystander(rec)
+        pc.files[keep] = (BYSTANDER, 0o644, False)
+        pc.keep.append(keep)
+        pc.tests = [("test_only_the_named_paths_go", (
+            "def test_only_the_named_paths_go():\n"
+            f"    if (Path(os.environ['INITIAL']) / {keep!r}).is_file():\n"
+            f"        assert data({keep!r}) == initial({keep!r}), "
+            f"{keep + ' was not to be touched'!r}\n" + "".join(gone)))]
     if not pc.tests:
         raise Unrecoverable("no_effect", "nothing to test in the end state")
     return pc
@@ -283,7 +313,8 @@ def build_card(pcs: Sequence[Piece], kind: str) -> TaskCard:
         budget=Budget(max_steps=max(30, 3 * steps), command_timeout_s=10.0,
                       episode_timeout_s=600.0),
         acceptance=Acceptance(tests=ids, runner="files", initial_state=True, protected=sorted(
-            {q for pc in pcs for q in unchanged(pc.rec)} & set(ws))),
+            ({q for pc in pcs for q in unchanged(pc.rec)} | {q for pc in pcs for q in pc.keep})
+            & set(ws))),
         difficulty=min(10, len(pcs)), tags=["synth", "synth_traj", kind],
         template=f"synth_traj/{kind}")
     card.workspace = ws
@@ -392,7 +423,7 @@ def combine_breadth(a: Piece, b: Piece, x: str, y: str) -> TaskCard | None:
         return None
     b2.tests = [(n, body.replace(f"replay({x!r}, ", f"replay_on({start}, "))
                 for n, body in b2.tests]
-    a2 = Piece(a.traj, a.rec, dict(a.files), [t for t in a.tests], list(a.oracle))
+    a2 = Piece(a.traj, a.rec, dict(a.files), list(a.tests), list(a.oracle), list(a.keep))
     # the first's test of x no longer holds once the second consumed it: drop it
     keep = []
     for name, body in a2.tests:
