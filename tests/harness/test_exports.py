@@ -17,8 +17,8 @@ def test_public_names() -> None:
         "unescape_content"])
     assert sorted(ceiling.policies.__all__) == sorted([
         "KINDS", "Generation", "HFPolicy", "Policy", "PolicyRequest", "SamplingParams",
-        "adapters_off", "default_model_name", "load_policy", "merged_lora", "policy_tokenizer",
-        "resolve_builtin", "sampling_params", "serve"])
+        "adapters_off", "default_model_name", "full_mask_for", "load_policy", "merged_lora",
+        "policy_tokenizer", "resolve_builtin", "sampling_params", "serve"])
     assert sorted(ceiling.rollout.__all__) == sorted([
         "EXECUTORS", "JsonlWriter", "Rollout", "RolloutSpec", "RunStats", "Trajectory", "Turn",
         "episode_id", "episode_seed", "make_executor", "map_jobs", "read_trajectories",
