@@ -30,6 +30,13 @@ def test_stop_budget_edge_cases_and_unidentified_fits() -> None:
     assert stop_budget(0.0, 10.0, 0.01) is None  # no gain at all
     assert stop_budget(0.02, 10.0, 0.05) == 0.0  # no doubling ever gains 0.05
     assert fit_saturating([0, 16], [0.1, 0.2]) is None  # two budgets cannot fix 3 parameters
+    # a ladder still rising in a straight line places no bend: x50 runs to the grid's edge
+    # and the asymptote past 1 (the default study's flat-within-noise GRPO curve did this)
+    line = fit_saturating([0, 16, 32, 64], [0.38, 0.45, 0.52, 0.66])
+    assert line is not None and not line.identified and line.stop_budget is None
+    assert "edge of the search grid" in line.why and "outside [0, 1]" in line.why
+    bent = fit_saturating([0, 16, 32, 64], [0.3 + 0.5 * x / (x + 20) for x in (0, 16, 32, 64)])
+    assert bent is not None and bent.identified and bent.why == ""
 
 
 def test_hierarchical_bootstrap_covers_seed_and_card_spread() -> None:

@@ -16,9 +16,10 @@ the gain never reaches the threshold at all, in which case every doubling is bel
 Fit: least squares over every (budget, value) point given (one per seed and rung, plus
 the base); for each ``x50`` on a log grid the model is linear in ``(y0, ymax - y0)``, so
 the best ``x50`` is found by grid search and the other two by a 2x2 solve. No scipy.
-Limits: ``ymax`` is not constrained to [0, 1] (a noisy ladder can put it outside); with
-fewer than 3 distinct budgets the fit is not identified and :func:`fit_saturating`
-returns None.
+Limits: ``ymax`` is not constrained to [0, 1] (a noisy ladder can put it outside); such a
+fit, and one whose best ``x50`` lies at an edge of the grid (a flat or straight ladder), is
+reported with ``identified = False`` and no stop budget; with fewer than 3 distinct
+budgets the fit is not identified and :func:`fit_saturating` returns None.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class SaturatingFit:
     n_points: int
     threshold: float
     stop_budget: float | None  # where the gain per doubling falls below threshold
+    # False when the data do not place the curve: the best x50 sits at an edge of the
+    # search grid (no bend inside the ladder) or the asymptote leaves [0, 1]; ``why`` says
+    # which, and ``stop_budget`` is then None (an extrapolation, not a measurement)
+    identified: bool = True
+    why: str = ""
 
     def predict(self, x: float | np.ndarray) -> Any:
         x = np.asarray(x, dtype=float)
@@ -80,7 +86,8 @@ def fit_saturating(xs: Sequence[float], ys: Sequence[float], *, threshold: float
     pos = x[x > 0]
     lo, hi = (float(pos.min()) / 16, float(pos.max()) * 64) if pos.size else (1.0, 1e6)
     best: tuple[float, float, float, float] | None = None
-    for x50 in np.geomspace(lo, hi, 400):
+    grid = np.geomspace(lo, hi, 400)
+    for x50 in grid:
         f = x / (x + x50)
         a = np.stack([np.ones_like(f), f], axis=1)
         coef, *_ = np.linalg.lstsq(a, y, rcond=None)
@@ -89,9 +96,16 @@ def fit_saturating(xs: Sequence[float], ys: Sequence[float], *, threshold: float
             best = (sse, float(coef[0]), float(coef[1]), float(x50))
     assert best is not None
     sse, y0, amp, x50 = best
+    why = []
+    if x50 <= float(grid[0]) or x50 >= float(grid[-1]):
+        why.append(f"x50 at the edge of the search grid ({x50:.3g} rollouts): the ladder "
+                   "shows no bend")
+    if not -0.05 <= y0 + amp <= 1.05:
+        why.append(f"asymptote {y0 + amp:.3g} outside [0, 1]")
     return SaturatingFit(y0=y0, ymax=y0 + amp, x50=x50, rmse=math.sqrt(sse / x.size),
                          n_points=int(x.size), threshold=threshold,
-                         stop_budget=stop_budget(amp, x50, threshold))
+                         stop_budget=None if why else stop_budget(amp, x50, threshold),
+                         identified=not why, why="; ".join(why))
 
 
 __all__ = ["SaturatingFit", "fit_saturating", "stop_budget"]

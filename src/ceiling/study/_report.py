@@ -203,9 +203,12 @@ def render(result: dict[str, Any]) -> tuple[str, dict[str, str]]:
                               "", ""])
                 continue
             sb = f["stop_budget"]
+            if not f.get("identified", True):
+                last = f"not identified: {f.get('why', '')}"
+            else:
+                last = "n/a (no gain)" if sb is None else f"{sb:.3g}"
             frows.append([NAMES.get(opt, opt), m, f"{f['y0']:.3f}", f"{f['ymax']:.3f}",
-                          f"{f['x50']:.3g}", f"{f['rmse']:.3f}",
-                          "n/a (no gain)" if sb is None else f"{sb:.3g}"])
+                          f"{f['x50']:.3g}", f"{f['rmse']:.3f}", last])
     thr = cfg["fit"]["threshold"]
     parts.append(f"<h2>Saturating fits</h2><p>y = y0 + (ymax - y0) x / (x + x50), x in "
                  f"rollouts; the last column is the budget past which one more doubling "
