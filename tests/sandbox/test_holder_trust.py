@@ -186,7 +186,9 @@ def test_timeout_holds_when_pid1_cannot_answer(sb: Sandbox) -> None:
     try:
         t0 = time.monotonic()
         r = sb.exec("sleep 100", timeout=0.5)
-        assert r.timed_out and r.exit_code == -9 and time.monotonic() - t0 < 10
+        # killed either way: -9 when the kill reaches the command's shell first, 137 (its
+        # shell's status for a SIGKILLed child) when the child dies first (a loaded machine)
+        assert r.timed_out and r.exit_code in (-9, 137) and time.monotonic() - t0 < 10
     finally:
         os.kill(fp.pids[1], signal.SIGCONT)
     assert sb.exec("echo alive").stdout == "alive\n"
