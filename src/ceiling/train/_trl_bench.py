@@ -468,8 +468,9 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out = _summary([x for r in runs for x in r["step_s"]],
                    [x for r in runs for x in r["generated_tokens"]],
                    [x for r in runs for x in r["step_cpu_s"]])
-    extra = {k: sum(r[k] for r in runs) for k in runs[0] if k == "groups_zero_variance"}
-    return out | extra
+    if "groups_zero_variance" in runs[0]:
+        out["groups_zero_variance"] = sum(r["groups_zero_variance"] for r in runs)
+    return out
 
 
 __all__ = ["TrainBenchSettings", "crosscheck_trainer", "loss_crosscheck", "run_train_bench",

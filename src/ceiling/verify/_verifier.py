@@ -184,11 +184,8 @@ class Verifier:
 
         gfacts: dict[str, Any] = {}
         if host_mode:
-            start = None
-            if card.acceptance.initial_state:
-                start = {}
-                for layer in card.layers:
-                    start.update(layer)
+            start = ({p: e for layer in card.layers for p, e in layer.items()}
+                     if card.acceptance.initial_state else None)  # later layers win
             g, gfacts = grade_host(card.tests, ws, final, card.acceptance.test_timeout_s,
                                    prestart=runner == "subject", initial=start)
         else:
