@@ -106,7 +106,7 @@ def test_dialogue_in_bash_format() -> None:
     assert msgs[0]["role"] == "system" and "```bash" in msgs[0]["content"]
     assert "submit" in msgs[0]["content"] and "give_up" in msgs[0]["content"]
     assert "```sql" in msgs[0]["content"]  # the card's own tool is explained
-    assert msgs[1] == {"role": "user", "content": f"Task: {card.instruction}"}
+    assert msgs[-1] == {"role": "user", "content": f"Task: {card.instruction}"}
     with pytest.raises(ReplyError, match="no fenced shell block"):
         d.parse("ok")
     assert d.parse(d.format_reply(Action("run", {"cmd": "ls"}))) == Action("run", {"cmd": "ls"})
@@ -150,3 +150,48 @@ def test_bash_episode_in_a_real_sandbox(tmp_path: object) -> None:
     [t] = run_episodes([card], Chatty(), HarnessConfig(format="bash"), progress=False)
     assert [u.parse_error is None for u in t.turns] == [True, False, True, True], t.error
     assert t.outcome == "solved", (t.outcome, t.error, [u.observation for u in t.turns])
+
+
+def test_the_worked_example_precedes_the_task_in_the_format_s_own_syntax() -> None:
+    """bash shows one worked episode before the task by default; json only when asked; the
+    line protocol never (a fixed contract). Each example reply parses back to its action,
+    roles alternate (strict chat templates), and the example enters the fingerprint."""
+    from ceiling.harness import FEW_SHOT_TASK, FEW_SHOT_TURNS
+
+    card = _card()
+    msgs = Harness(HarnessConfig(format="bash")).start(card).request().messages
+    roles = [m["role"] for m in msgs]
+    assert roles[0] == "system" and roles[-1] == "user"
+    assert all(a != b for a, b in zip(roles[1:], roles[2:], strict=False)), roles
+    assert msgs[1] == {"role": "user", "content": f"Task: {FEW_SHOT_TASK}"}
+    assert msgs[-1] == {"role": "user", "content": f"Task: {card.instruction}"}
+    replies = [m["content"] for m in msgs if m["role"] == "assistant"]
+    assert [parse_bash_reply(r) for r in replies] == [Action(t, a) for t, a, _ in FEW_SHOT_TURNS]
+    assert replies[-1] == f"{FENCE}bash\nsubmit\n{FENCE}"
+
+    off = Harness(HarnessConfig(format="bash", few_shot=False)).start(card).request().messages
+    assert [m["role"] for m in off] == ["system", "user"]
+    assert Harness(HarnessConfig(format="json")).start(card).request().messages[1]["content"] \
+        == f"Task: {card.instruction}"
+    js = Harness(HarnessConfig(format="json", few_shot=True)).start(card).request().messages
+    assert js[2]["role"] == "assistant" and '"tool": "run"' in js[2]["content"]
+
+    with pytest.raises(ValueError, match="line protocol"):
+        HarnessConfig(format="line", few_shot=True)
+    assert not HarnessConfig(format="line").shows_example
+    fps = {HarnessConfig(format="bash").fingerprint(),
+           HarnessConfig(format="bash", few_shot=True).fingerprint(),
+           HarnessConfig(format="bash", few_shot=False).fingerprint()}
+    assert len(fps) == 2  # None resolves to True for bash: the same effective settings
+
+
+def test_the_example_is_not_part_of_the_episode_history() -> None:
+    """Turns the model takes come after the example; the history window and the step
+    count see only the episode's own turns."""
+    d = Harness(HarnessConfig(format="bash", history_turns=1)).start(_card())
+    d.add(d.format_reply(Action("run", {"cmd": "ls"})), Action("run", {"cmd": "ls"}), "a.txt")
+    d.add(d.format_reply(Action("run", {"cmd": "pwd"})), Action("run", {"cmd": "pwd"}), "/w")
+    msgs = d.request().messages
+    assert len(d.plan_history()) == 2
+    assert "1 earlier turns are not shown" in msgs[-3]["content"]
+    assert msgs[-2]["content"].endswith(f"pwd\n{FENCE}") and msgs[-1]["content"] == "/w"

@@ -9,7 +9,8 @@ import ceiling.rollout
 
 def test_public_names() -> None:
     assert sorted(ceiling.harness.__all__) == sorted([
-        "CHAT_DEFAULT_FORMAT", "CORE_DESCRIPTIONS", "FORMATS", "BashParseError", "Dialogue", "Harness",
+        "CHAT_DEFAULT_FORMAT", "CORE_DESCRIPTIONS", "FEW_SHOT_TASK", "FEW_SHOT_TURNS", "FORMATS",
+        "BashParseError", "Dialogue", "Harness",
         "HarnessConfig", "JsonParseError", "LineParseError", "ReplyError", "TurnRecord",
         "action_to_bash", "action_to_json", "action_to_line", "card_tool_table",
         "default_format", "escape_content", "format_observation", "parse_bash_reply", "parse_json_reply",

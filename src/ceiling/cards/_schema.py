@@ -88,6 +88,12 @@ class Acceptance(_Model):
     # merged; regular files and folders) as a copy under ``$INITIAL``, so a test can relate
     # the final state to the start ("b.txt holds what a.txt held") without pinning bytes.
     initial_state: bool = False
+    # Host runners only: before the tests, the verifier runs the card's solution
+    # (``solution.sh``) in a fresh sandbox opened from the card's initial layers (never from
+    # the episode's state) and hands the tests its final workspace as a copy under
+    # ``$REFERENCE``: "the end state the task's own steps produce from this start", for
+    # tasks whose effect only running them tells (a sed script, an awk report, a tar file).
+    reference: bool = False
 
 
 class Milestone(_Model):
@@ -241,6 +247,9 @@ class TaskCard(_Model):
         if v.initial_state and v.runner in ("inprocess", "sandbox"):
             raise ValueError("initial_state ($INITIAL) is given to the host runners only: "
                              "use runner 'files' or 'subject', or drop initial_state")
+        if v.reference and v.runner in ("inprocess", "sandbox"):
+            raise ValueError("reference ($REFERENCE) is given to the host runners only: "
+                             "use runner 'files' or 'subject', or drop reference")
         return v
 
     @model_validator(mode="after")
@@ -272,7 +281,7 @@ class TaskCard(_Model):
             data.pop("environment", None)
         acc, default = data["acceptance"], Acceptance().model_dump(mode="json")
         for key in ("service", "service_ready", "service_wait_s", "keep_processes",
-                    "initial_state"):
+                    "initial_state", "reference"):
             if acc.get(key) == default[key]:
                 acc.pop(key, None)
         return data

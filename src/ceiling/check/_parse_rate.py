@@ -7,6 +7,8 @@ environment did not reject the call as an unknown tool or bad arguments), and th
 solved. Each card's step budget is capped at ``turns`` so an untrained model that never
 finishes costs a bounded time. ``ceiling bench harness`` prints the result as JSON, with
 each format's parse rate as a ratio to the first format's (the same-run baseline).
+``few_shot="both"`` plays each chat format twice, without and with the harness's worked
+example (``bash`` and ``bash+example``), so the example's effect is read in one run.
 
 Limits: a parse rate measures the format, not the skill; with few cards its interval is
 wide (a Wilson 95 % interval is reported beside each rate).
@@ -67,9 +69,12 @@ def tally(trajectories: Sequence[Any], cards: Sequence[Any] = ()) -> dict[str, A
 def parse_rates(policy_spec: str, cards: Sequence[Any], formats: Sequence[str], *,
                 turns: int = 4, k: int = 1, temperature: float | None = None,
                 top_p: float | None = None, max_new_tokens: int = 128, seed: int = 0,
-                backend: str = "namespace", workers: int = 2) -> dict[str, Any]:
+                backend: str = "namespace", workers: int = 2,
+                few_shot: str = "auto") -> dict[str, Any]:
     """Play ``cards`` under each format; returns ``{"formats": {FMT: tally + seconds},
-    "ratio_to_first": {FMT: parse-rate ratio}, ...}``."""
+    "ratio_to_first": {FMT: parse-rate ratio}, ...}``. ``few_shot``: ``auto`` (each
+    format's default), ``on``, ``off`` or ``both`` (chat formats twice, keyed ``FMT`` and
+    ``FMT+example``)."""
     from .._errors import ConfigError
     from ..harness import FORMATS, HarnessConfig
     from ..policies import load_policy, sampling_params
@@ -79,25 +84,39 @@ def parse_rates(policy_spec: str, cards: Sequence[Any], formats: Sequence[str], 
     if bad or not formats:
         raise ConfigError(f"unknown harness format(s) {bad}", where="--formats",
                           fix="a comma-separated list of " + ", ".join(FORMATS))
+    if few_shot not in ("auto", "on", "off", "both"):
+        raise ConfigError(f"unknown few-shot setting {few_shot!r}", where="--few-shot",
+                          fix="use auto, on, off or both")
+    plays: list[tuple[str, HarnessConfig]] = []
+    for fmt in formats:
+        if fmt == "line" or few_shot == "auto":
+            plays.append((fmt, HarnessConfig(format=fmt)))  # type: ignore[arg-type]
+        elif few_shot == "both":
+            plays += [(fmt, HarnessConfig(format=fmt, few_shot=False)),  # type: ignore[arg-type]
+                      (f"{fmt}+example", HarnessConfig(format=fmt, few_shot=True))]  # type: ignore[arg-type]
+        else:
+            plays.append((fmt, HarnessConfig(format=fmt,  # type: ignore[arg-type]
+                                             few_shot=few_shot == "on")))
     pol = load_policy(policy_spec)
     capped = _capped(cards, turns)
     out: dict[str, Any] = {}
-    for fmt in formats:
-        h = HarnessConfig(format=fmt)  # type: ignore[arg-type]
+    for fmt, h in plays:
         sp = sampling_params(temperature=temperature, top_p=top_p,
                              max_new_tokens=max_new_tokens, seed=seed)
         t0 = time.perf_counter()
         trajs = run_episodes(capped, pol, h, k=k, sampling=sp, backend=backend, seed=seed,
                              workers=workers, progress=False)
-        out[fmt] = {**tally(trajs, capped), "seconds": round(time.perf_counter() - t0, 1)}
-    base = out[formats[0]]["parse_rate"]
+        out[fmt] = {**tally(trajs, capped), "few_shot": h.shows_example,
+                    "seconds": round(time.perf_counter() - t0, 1)}
+    first = plays[0][0]
+    base = out[first]["parse_rate"]
     ratio = {f: (round(v["parse_rate"] / base, 3) if base and v["parse_rate"] is not None
                  else None) for f, v in out.items()}
     return {"policy": policy_spec, "cards": len(cards), "k": k, "turns_per_episode": turns,
             "sampling": {"temperature": temperature if temperature is not None else 1.0,
                          "top_p": top_p if top_p is not None else 1.0,
                          "max_new_tokens": max_new_tokens},
-            "formats": out, "baseline": formats[0], "ratio_to_first": ratio}
+            "formats": out, "baseline": first, "ratio_to_first": ratio}
 
 
 __all__ = ["parse_rates", "tally", "wilson"]

@@ -27,6 +27,9 @@ def bench_harness_cmd(
                                                       "(default 1.0)")] = None,
     top_p: Annotated[float | None, typer.Option("--top-p", help="default 1.0")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1)] = 128,
+    few_shot: Annotated[str, typer.Option("--few-shot", help="auto (each format's default), "
+                                          "on, off, or both (chat formats with and without "
+                                          "the worked example)")] = "auto",
     backend: Annotated[str, typer.Option("--backend", help="namespace | local")] = "namespace",
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
@@ -34,6 +37,7 @@ def bench_harness_cmd(
     turns that parse (with a Wilson 95% interval), valid actions and solved episodes.
 
     Example: ceiling bench harness --policy builtin:smollm2 --formats json,bash,line --json
+    (add --few-shot both to read the worked example's effect in the same run)
     """
     from ..check import parse_rates
     from ..evaluate import resolve_suite
@@ -48,7 +52,8 @@ def bench_harness_cmd(
     if not cards:
         raise ConfigError(f"suite {suite!r} holds no card", where="--suite")
     rep = parse_rates(policy, cards, fmts, turns=turns, k=k, temperature=temperature,
-                      top_p=top_p, max_new_tokens=max_new_tokens, backend=backend)
+                      top_p=top_p, max_new_tokens=max_new_tokens, backend=backend,
+                      few_shot=few_shot)
     rep["suite"] = suite
     if as_json:
         sys.stdout.write(json.dumps(rep, indent=2) + "\n")

@@ -10,6 +10,8 @@ models that answer in prose and code (:mod:`._bash`).
 from ._bash import BashParseError, action_to_bash, parse_bash_reply
 from ._config import (
     CHAT_DEFAULT_FORMAT,
+    FEW_SHOT_TASK,
+    FEW_SHOT_TURNS,
     FORMATS,
     HarnessConfig,
     default_format,
@@ -28,7 +30,7 @@ from ._line import (
 )
 
 __all__ = [
-    "CHAT_DEFAULT_FORMAT", "CORE_DESCRIPTIONS", "FORMATS", "BashParseError", "Dialogue", "Harness", "HarnessConfig",
+    "CHAT_DEFAULT_FORMAT", "CORE_DESCRIPTIONS", "FEW_SHOT_TASK", "FEW_SHOT_TURNS", "FORMATS", "BashParseError", "Dialogue", "Harness", "HarnessConfig",
     "JsonParseError", "LineParseError", "ReplyError", "TurnRecord", "action_to_bash",
     "action_to_json", "action_to_line", "card_tool_table", "default_format", "escape_content",
     "format_observation", "parse_bash_reply", "parse_json_reply", "parse_line",

@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 LINE_PROTOCOL_VERSION = "1"
 FORMATS = ("bash", "json", "line")
@@ -32,6 +32,16 @@ DEFAULT_BASH_SYSTEM = (
     "If the task cannot be done (for example a file it needs does not exist), reply with:\n"
     "```bash\ngive_up: the reason\n```{tools}"
 )
+#: The worked example shown before the task when ``few_shot`` is on: one short episode of
+#: a task unlike any built-in template (making a folder), as (task, [(tool, args,
+#: observation)]). It shows the reply format, reading ``[ok]`` as success and submitting.
+#: One step, then submit: a two-step example taught SmolLM2 to repeat its command instead
+#: of submitting (docs/harness.md, "Choosing a format").
+FEW_SHOT_TASK = "Make a folder named build."
+FEW_SHOT_TURNS: tuple[tuple[str, dict[str, str], str | None], ...] = (
+    ("run", {"cmd": "mkdir build"}, "[ok]"),
+    ("submit", {}, None),
+)
 BASH_TOOLS_NOTE = ("\n\nOther tools: a block tagged with the tool's name calls it with the "
                    "block as its argument:\n{tools}")
 
@@ -48,7 +58,10 @@ class HarnessConfig(BaseModel):
     ``obs_max_bytes`` bytes (head and tail kept, a marker says how much was cut).
     ``history_turns``: only the last N turns are shown (None: all). Replies longer than
     ``max_reply_chars`` are failed steps. ``stop``: None means ``("\\n",)`` for line and
-    none for json and bash.
+    none for json and bash. ``few_shot`` (json and bash): show one worked example episode
+    (:data:`FEW_SHOT_TASK`, in the format's own reply syntax) as earlier chat turns before
+    the task; None means on for bash (measured in docs/harness.md: it lifts SmolLM2's share
+    of parsed turns) and off for json. The line protocol is fixed and never shows one.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -62,6 +75,21 @@ class HarnessConfig(BaseModel):
     max_reply_chars: int = Field(default=8000, ge=16)
     stop: tuple[str, ...] | None = None
     keep_prompts: bool = False  # store each turn's rendered prompt text in trajectories
+    few_shot: bool | None = None
+
+    @model_validator(mode="after")
+    def _line_has_no_example(self) -> "HarnessConfig":
+        if self.format == "line" and self.few_shot:
+            raise ValueError("few_shot: the line protocol is a fixed contract and shows no "
+                             "example; use the bash or json format, or leave few_shot unset")
+        return self
+
+    @property
+    def shows_example(self) -> bool:
+        """Whether the worked example precedes the task (``few_shot`` resolved)."""
+        if self.format == "line":
+            return False
+        return self.few_shot if self.few_shot is not None else self.format == "bash"
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
@@ -81,6 +109,9 @@ class HarnessConfig(BaseModel):
         d["system_prompt"] = self.system_template() if self.format != "line" else None
         d["line_protocol"] = LINE_PROTOCOL_VERSION if self.format == "line" else None
         d.pop("keep_prompts")  # storage only; never changes what a model sees
+        d["few_shot"] = self.shows_example
+        if self.shows_example:  # the example's text is part of what the model sees
+            d["few_shot_example"] = [FEW_SHOT_TASK, [list(t) for t in FEW_SHOT_TURNS]]
         return d
 
     def fingerprint(self, tokenizer: Any = None) -> str:

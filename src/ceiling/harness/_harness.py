@@ -18,7 +18,13 @@ from ..cards import TaskCard
 from ..policies import PolicyRequest
 from ..tools import CORE_TOOLS, Action
 from ._bash import BashParseError, action_to_bash, parse_bash_reply
-from ._config import BASH_TOOLS_NOTE, HarnessConfig, truncate_observation
+from ._config import (
+    BASH_TOOLS_NOTE,
+    FEW_SHOT_TASK,
+    FEW_SHOT_TURNS,
+    HarnessConfig,
+    truncate_observation,
+)
 from ._json import JsonParseError, action_to_json, parse_json_reply, render_tool_list
 from ._line import LineParseError, action_to_line, one_line, parse_line, render_line_episode
 
@@ -92,10 +98,24 @@ class Dialogue:
         task = f"Task: {self.card.instruction}"
         if omitted:
             task += f"\n\n[{omitted} earlier turns are not shown]"
-        msgs = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        msgs = [{"role": "system", "content": system}, *self.example_messages(),
+                {"role": "user", "content": task}]
         for t in shown:
             msgs.append({"role": "assistant", "content": t.reply})
             msgs.append({"role": "user", "content": t.observation})
+        return msgs
+
+    def example_messages(self) -> list[dict[str, str]]:
+        """The worked example as chat turns (user task, assistant reply, user observation,
+        ..., assistant submit), replies written in this format's syntax; empty when the
+        config shows none. Roles alternate, so strict chat templates accept it."""
+        if not self.config.shows_example:
+            return []
+        msgs = [{"role": "user", "content": f"Task: {FEW_SHOT_TASK}"}]
+        for tool, args, obs in FEW_SHOT_TURNS:
+            msgs.append({"role": "assistant", "content": self.format_reply(Action(tool, args))})
+            if obs is not None:
+                msgs.append({"role": "user", "content": obs})
         return msgs
 
     def _tool_text(self) -> str:

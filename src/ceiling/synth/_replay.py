@@ -31,8 +31,13 @@ trajectory solved its task); paths are workspace-relative (``/workspace/x`` is a
 
 from __future__ import annotations
 
+import copy
+import gzip
+import io
 import re
 import shlex
+import tarfile
+import zipfile
 from dataclasses import dataclass, field
 
 from ._traj_read import Traj
@@ -61,9 +66,10 @@ class Val:
     base: str | None = None
     known: bytes | None = None
     ops: list[tuple[object, ...]] = field(default_factory=list)
+    opaque: bool = False  # made or changed by a command the replay does not invert
 
     def copy(self) -> Val:
-        return Val(self.base, self.known, list(self.ops))
+        return Val(self.base, self.known, list(self.ops), self.opaque)
 
 
 ABSENT = None
@@ -140,10 +146,13 @@ class Recovery:
     final_mode: dict[str, int] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=set)
     actions: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)  # command lines read by _opaque
+    opaque_inputs: set[str] = field(default_factory=set)  # initial files they read
+    scripts: set[str] = field(default_factory=set)  # initial files run by sh/bash
 
     def is_count(self, p: str) -> bool:
         v = self.final.get(p)
-        return v is not None and v.base is None and v.known is None
+        return v is not None and v.base is None and v.known is None and not v.opaque
 
     def initial_files(self) -> dict[str, tuple[bytes, int, bool]]:
         """path -> (content, mode, exact): the recovered initial workspace."""
@@ -157,6 +166,8 @@ class Recovery:
                 lits = self.needs.get(p, [])
                 data = b"".join(x + b"\n" for x in lits) if lits else \
                     f"content of {p} before the task\n".encode()
+                if p in self.opaque_inputs:
+                    data = opaque_fill(p, lits, script=p in self.scripts)
                 exact = False
             mode = 0o644
             if p in self.final_mode:
@@ -174,6 +185,36 @@ class Recovery:
         if v.base in self.init_content:
             return _apply(self.init_content[v.base], v.ops)
         return None
+
+
+def opaque_fill(p: str, lines: list[bytes], *, script: bool = False) -> bytes:
+    """An initial file for a command the replay does not invert: a real archive for an
+    archive name (one member), a script that runs (the needed lines, then ``true``), else
+    the needed lines (``sed`` address and pattern examples) and a few rows of
+    whitespace-separated fields, so field tools (``awk '{print $9}'``, ``cut``, ``sort``)
+    have something to act on."""
+    member = b"content of a member of " + p.encode() + b"\n"
+    if p.endswith((".tar.gz", ".tgz", ".tar")):
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as t:
+            info = tarfile.TarInfo("part-1.txt")
+            info.size, info.mtime, info.mode = len(member), 0, 0o644
+            t.addfile(info, io.BytesIO(member))
+        body = raw.getvalue()
+        return body if p.endswith(".tar") else gzip.compress(body, mtime=0)
+    if p.endswith(".zip"):
+        raw = io.BytesIO()
+        with zipfile.ZipFile(raw, "w") as z:
+            z.writestr(zipfile.ZipInfo("part-1.txt", (1980, 1, 1, 0, 0, 0)), member)
+        return raw.getvalue()
+    if p.endswith(".gz"):
+        return gzip.compress(member, mtime=0)
+    head = b"".join(x + b"\n" for x in lines)
+    if script:
+        return head + b"true\n"
+    rows = b"".join(b"row%d %s alpha beta gamma delta epsilon zeta key%d value%d end\n"
+                    % (i, p.rsplit("/", 1)[-1].encode(), i % 2, i) for i in range(1, 4))
+    return head + rows
 
 
 class Replayer:
@@ -275,13 +316,66 @@ class Replayer:
             line = line.strip()
             if not line or line.startswith("#") or line in ("set -e", "set -eu"):
                 continue
-            if "$(" in line or "`" in line or "<<" in line:
-                raise Unrecoverable("unsupported_command", "command substitution or heredoc")
-            alts = [a.strip() for a in re.split(r"\s\|\|\s", line)]
-            first = alts[0]
-            for part in re.split(r"\s&&\s|;\s*", first):
-                if part.strip():
-                    self.command(part.strip(), output if len(alts) == 1 else "")
+            saved = copy.deepcopy((self.r, self.cur, self.touched))
+            try:
+                self.line(line, output)
+            except Unrecoverable as e:
+                if e.reason != "unsupported_command":
+                    raise
+                self.r, self.cur, self.touched = saved
+                self.opaque_line(line)
+
+    def line(self, line: str, output: str) -> None:
+        if "$(" in line or "`" in line or "<<" in line:
+            raise Unrecoverable("unsupported_command", "command substitution or heredoc")
+        alts = [a.strip() for a in re.split(r"\s\|\|\s", line)]
+        first = alts[0]
+        for part in re.split(r"\s&&\s|;\s*", first):
+            if part.strip():
+                self.command(part.strip(), output if len(alts) == 1 else "")
+
+    def _origin(self, p: str) -> str | None:
+        """The initial file ``p``'s current content derives from, if any."""
+        v = self.get(p)
+        if v is None:
+            return None
+        if v.base is not None:
+            return v.base
+        if v.opaque and v.ops and v.ops[0][0] == "from" and isinstance(v.ops[0][1], str):
+            return v.ops[0][1]
+        return None
+
+    def opaque_line(self, line: str) -> None:
+        """A line the replay does not invert (:mod:`._opaque`): its inputs must exist (and
+        are filled so that it acts), what it writes or changes becomes opaque (tested
+        against the verifier's reference run, not a computed value)."""
+        from ._opaque import analyze
+
+        t = analyze(line)
+        for d in t.dirs:
+            self._cmd_mkdir([d], "")
+        for root, name in t.finds.items():
+            under = [q for q, v in self.cur.items() if v is not None and q.startswith(root + "/")]
+            known = [q for q, ex in self.r.init_exists.items() if ex and q.startswith(root + "/")]
+            if not under and not known and root not in self.cur:
+                t.inputs.append(f"{root}/{name}" if root != "." else name)
+        for p in t.inputs + t.inplace:
+            self._exists(p)
+            origin = self._origin(p)
+            if origin is not None and origin not in self.r.init_content:
+                # an initial file never seen: filled so that the command acts on it
+                self.r.opaque_inputs.add(origin)
+                if p in t.scripts:
+                    self.r.scripts.add(origin)
+                lits = self.r.needs.setdefault(origin, [])
+                lits += [x for x in t.examples.get(p, []) if x not in lits]
+        for p in t.outputs + t.inplace:
+            origin = self._origin(p)
+            # an in-place change keeps where its content came from (("from", path)), so a
+            # later "sh" of it knows which initial file must be a runnable script
+            self.set(p, Val(opaque=True, ops=[("from", origin)] if p in t.inplace and
+                            origin is not None else []))
+        self.r.opaque.append(line)
 
     def command(self, cmd: str, output: str) -> None:
         m = re.fullmatch(r"wc\s+-l\s*<\s*(\S+)\s*>\s*(\S+)", cmd)
@@ -503,6 +597,6 @@ def recover(traj: Traj) -> Recovery:
     for p in rp.touched:
         rp.r.final[p] = rp.cur.get(p, rp.get(p))
     if not any(v is not None or rp.r.init_exists.get(p) for p, v in rp.r.final.items()) \
-            and not rp.r.final_mode:
+            and not rp.r.final_mode and not rp.r.opaque:
         raise Unrecoverable("no_effect", "the trajectory changed no file")
     return rp.r

@@ -147,6 +147,109 @@ def replay_on(got, ops):
 '''
 
 
+REFERENCE_HELPERS = '''
+
+MAX_ARCHIVE_BYTES = 32 << 20
+MAX_MEMBERS = 10000
+
+
+def entries(root):
+    """rel -> ("file", path) | ("dir",) | ("link", target) | ("other",) under a trusted
+    host folder (INITIAL, REFERENCE); links are never followed."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            rel = os.path.relpath(full, root)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(full))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir",)
+            elif stat.S_ISREG(st.st_mode):
+                out[rel] = ("file", full)
+            else:
+                out[rel] = ("other",)
+    return out
+
+
+def same(a, b):
+    if a[0] != b[0]:
+        return False
+    if a[0] == "file":
+        return Path(a[1]).read_bytes() == Path(b[1]).read_bytes()
+    return a == b
+
+
+def members(path):
+    """An archive's members as sorted (name, kind, content or link target), read with
+    caps on total size and count (the workspace's file may be hostile: a bomb fails)."""
+    import gzip
+    import tarfile
+    import zipfile
+
+    name, out, total = str(path), [], 0
+    if name.endswith(".zip"):
+        with zipfile.ZipFile(path) as z:
+            for i in z.infolist():
+                total += i.file_size
+                assert total <= MAX_ARCHIVE_BYTES and len(out) < MAX_MEMBERS, "archive too big"
+                out.append((i.filename, "dir" if i.is_dir() else "file",
+                            b"" if i.is_dir() else z.read(i)))
+        return sorted(out)
+    if name.endswith(".gz") and not name.endswith(".tar.gz"):
+        with gzip.open(path) as f:
+            data = f.read(MAX_ARCHIVE_BYTES + 1)
+        assert len(data) <= MAX_ARCHIVE_BYTES, "archive too big"
+        return [("", "file", data)]
+    with tarfile.open(path) as t:
+        for m in t:
+            total += max(m.size, 0)
+            assert total <= MAX_ARCHIVE_BYTES and len(out) < MAX_MEMBERS, "archive too big"
+            body = t.extractfile(m).read() if m.isreg() else m.linkname.encode()
+            out.append((m.name.rstrip("/"), "file" if m.isreg() else str(m.type), body))
+    return sorted(out)
+
+
+ARCHIVES = (".tar.gz", ".tgz", ".tar", ".zip", ".gz")
+'''
+REFERENCE_TEST = '''def test_matches_reference():
+    """Every path the task's own steps change (run by the grader from this card's start,
+    under REFERENCE) is in the workspace as they leave it; archives compare by members."""
+    ref, ini = entries(os.environ["REFERENCE"]), entries(os.environ["INITIAL"])
+    changed = sorted(r for r in set(ref) | set(ini)
+                     if r not in ref or r not in ini or not same(ref[r], ini[r]))
+    assert changed, "the reference run changed nothing"
+    for rel in changed:
+        w = WS / rel
+        want = ref.get(rel)
+        if want is None:
+            assert not os.path.lexists(w), f"{rel} must not exist"
+            continue
+        assert os.path.lexists(w), f"{rel} is missing"
+        st = os.lstat(w)
+        if want[0] == "dir":
+            assert stat.S_ISDIR(st.st_mode), f"{rel} must be a folder"
+        elif want[0] == "link":
+            assert stat.S_ISLNK(st.st_mode) and os.readlink(w) == want[1], \
+                f"{rel} must be a link to {want[1]}"
+        elif want[0] == "file":
+            assert stat.S_ISREG(st.st_mode), f"{rel} must be a regular file"
+            if rel.endswith(ARCHIVES):
+                try:
+                    got = members(w)
+                except AssertionError:
+                    raise
+                except Exception as e:
+                    raise AssertionError(f"{rel} is not a readable archive: {e}") from None
+                assert got == members(want[1]), f"{rel} does not hold the expected members"
+            else:
+                assert st.st_size == os.path.getsize(want[1]) and \
+                    w.read_bytes() == Path(want[1]).read_bytes(), \
+                    f"{rel} does not hold what the task's steps produce"
+'''
+
+
 def unchanged(rec: Recovery) -> set[str]:
     """Initial files the trajectory left as they were (read, or not touched): protected,
     so a copy can be checked against its source."""
@@ -223,6 +326,11 @@ def piece(traj: Traj) -> Piece:
         raise Unrecoverable("not_solved", traj.outcome)
     rec = recover(traj)
     pc = Piece(traj, rec, rec.initial_files(), [], _oracle(rec))
+    if rec.opaque:
+        # a command the replay does not invert: its effect is only known by running it,
+        # so the end state is compared with the verifier's reference run from this start
+        pc.tests = [("test_matches_reference", REFERENCE_TEST)]
+        return pc
     fills = {p: d for p, (d, _m, _e) in pc.files.items()}
     gone: list[str] = []
     for i, p in enumerate(sorted(rec.final)):
@@ -278,6 +386,10 @@ def _instruction(pcs: Sequence[Piece]) -> str:
                                      + (" everywhere" if op[0] == "sub" and op[3] else ""))
             if p in pc.rec.final_mode and v is not None:
                 parts.append(f"{p} must have mode {pc.rec.final_mode[p]:o}")
+        if pc.rec.opaque:
+            parts = [x for x in parts if "must contain exactly" not in x] + [
+                "the files must end as these commands leave them: " + "; ".join(
+                    f"`{c}`" for c in pc.rec.opaque)]
         return "Bring the workspace to this state: " + "; ".join(parts) + "."
     if len(pcs) == 1:
         return one(pcs[0])
@@ -288,10 +400,16 @@ def _instruction(pcs: Sequence[Piece]) -> str:
 def build_card(pcs: Sequence[Piece], kind: str) -> TaskCard:
     key = hashlib.sha256("|".join(pc.traj.id for pc in pcs).encode()).hexdigest()[:10]
     name = slug(pcs[0].traj.card_id or pcs[0].traj.id)
-    tests_src = TEST_HEAD
+    reference = any(pc.rec.opaque for pc in pcs)
+    tests_src = TEST_HEAD + (REFERENCE_HELPERS if reference else "")
     ids = []
     for r, pc in enumerate(pcs):
         for tname, body in pc.tests:
+            if body is REFERENCE_TEST:  # one comparison covers every round
+                if r == min(i for i, q in enumerate(pcs) if q.rec.opaque):
+                    tests_src += "\n\n" + body
+                    ids.append(f"test_end_state.py::{tname}")
+                continue
             t = f"{tname}_r{r}" if len(pcs) > 1 else tname
             tests_src += "\n\n" + body.replace(f"def {tname}(", f"def {t}(", 1)
             ids.append(f"test_end_state.py::{t}")
@@ -312,7 +430,8 @@ def build_card(pcs: Sequence[Piece], kind: str) -> TaskCard:
         horizon=horizon_for_steps(steps), instruction=_instruction(pcs),
         budget=Budget(max_steps=max(30, 3 * steps), command_timeout_s=10.0,
                       episode_timeout_s=600.0),
-        acceptance=Acceptance(tests=ids, runner="files", initial_state=True, protected=sorted(
+        acceptance=Acceptance(tests=ids, runner="files", initial_state=True,
+                              reference=reference, protected=sorted(
             ({q for pc in pcs for q in unchanged(pc.rec)} | {q for pc in pcs for q in pc.keep})
             & set(ws))),
         difficulty=min(10, len(pcs)), tags=["synth", "synth_traj", kind],
@@ -350,7 +469,10 @@ def chains(pcs: Sequence[Piece], depth: int) -> list[tuple[Piece, ...]]:
 
 
 def _agnostic_input(pc: Piece) -> str | None:
-    """An initial file whose content the trajectory never depends on (filled, no literal)."""
+    """An initial file whose content the trajectory never depends on (filled, no literal;
+    never one a command the replay does not invert reads)."""
+    if pc.rec.opaque:
+        return None
     for p, (_d, _m, exact) in sorted(pc.files.items()):
         if not exact and p not in pc.rec.needs:
             return p
@@ -358,6 +480,8 @@ def _agnostic_input(pc: Piece) -> str | None:
 
 
 def _produced(pc: Piece) -> str | None:
+    if pc.rec.opaque:  # what it leaves is only known by running it
+        return None
     for p, v in sorted(pc.rec.final.items()):
         if v is not None and not pc.rec.init_exists.get(p, False) and p not in pc.rec.dirs:
             return p

@@ -460,13 +460,14 @@ def _kill_group(pid: int) -> None:
 
 def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
                timeout: float, *, prestart: bool = True,
-               initial: Mapping[str, FileEntry] | None = None
-               ) -> tuple[GradeResult, dict[str, Any]]:
+               initial: Mapping[str, FileEntry] | None = None,
+               reference: Path | None = None) -> tuple[GradeResult, dict[str, Any]]:
     """Run the hidden tests on the host against ``workspace`` (a host copy) with the subject
     in ``sandbox``. Returns the result and facts for the verdict (``sandbox_dead``,
     ``requests``). ``initial``: the card's initial workspace, written (regular files and
     folders only: a symlink from the card is never followed on the host) to a folder the
-    tests find under ``$INITIAL``."""
+    tests find under ``$INITIAL``. ``reference``: a host folder (the reference run's
+    workspace, copied without following links) the tests find under ``$REFERENCE``."""
     nonce = secrets.token_hex(4)
     name, body, cp, cf = _canary_file(nonce)
     res = GradeResult(canary_pass=cp, canary_fail=cf)
@@ -495,6 +496,8 @@ def grade_host(tests: Mapping[str, FileEntry], workspace: Path, sandbox: Any,
             write_tree({p: e for p, e in initial.items() if e.kind in ("file", "dir")},
                        root / "initial")
             env["INITIAL"] = str(root / "initial")
+        if reference is not None:
+            env["REFERENCE"] = str(reference)
         mine.sendall((json.dumps({"workspace": str(workspace), "env": env}) + "\n").encode())
         m0 = time.monotonic()
         data, res.timed_out = _read_until_eof(rfd, time.monotonic() + timeout)

@@ -186,8 +186,14 @@ class Verifier:
         if host_mode:
             start = ({p: e for layer in card.layers for p, e in layer.items()}
                      if card.acceptance.initial_state else None)  # later layers win
+            reference = None
+            if card.acceptance.reference:
+                reference, why = self._reference(card, final, tmp)
+                if reference is None:
+                    return _infra("card", why, evidence=evidence, detail=detail)
             g, gfacts = grade_host(card.tests, ws, final, card.acceptance.test_timeout_s,
-                                   prestart=runner == "subject", initial=start)
+                                   prestart=runner == "subject", initial=start,
+                                   reference=reference)
         else:
             g = grade_in_sandbox(card.tests, final, card.acceptance.test_timeout_s)
         detail["grader"] = {"exit_code": g.exit_code, "timed_out": g.timed_out,
@@ -224,6 +230,31 @@ class Verifier:
                        "lint_warnings": n_lint})
         return _verdict(score(facts, spec), tests=tests, evidence=evidence,
                         milestones=milestones, detail=detail)
+
+    @staticmethod
+    def _reference(card: TaskCard, final: Sandbox, tmp: Path) -> tuple[Path | None, str]:
+        """The card's solution run as one ``/bin/sh`` script in a new sandbox opened from
+        the card's own layers (nothing of the episode is there: the agent cannot shape it),
+        its final workspace copied out without following links. (path, "") or (None, why)."""
+        from ..sandbox import open_sandbox
+
+        if not card.solution.strip():
+            return None, ("acceptance.reference needs the card's solution (solution.sh): "
+                          "add one, or drop reference")
+        box = open_sandbox(card.layers, backend=final.backend, limits=final.limits)
+        try:
+            r = box.exec(card.solution, timeout=card.acceptance.test_timeout_s)
+            if r.timed_out or r.exit_code != 0:
+                tail = (r.stderr or r.stdout or "").strip()[-300:]
+                return None, (f"the reference run of the card's solution failed (exit "
+                              f"{r.exit_code}{', timed out' if r.timed_out else ''}): {tail}")
+            dst = tmp / "reference"
+            copy_nofollow(box.host_path(), dst)
+            return dst, ""
+        except CopyLimit as e:
+            return None, f"the reference run's workspace is too big to compare: {e}"
+        finally:
+            box.close()
 
     @staticmethod
     def _milestones(card: TaskCard, final: Sandbox) -> dict[str, bool]:
