@@ -52,8 +52,9 @@ def test_fill_holds_the_literal_a_substitution_needs() -> None:
 
 @pytest.mark.parametrize(("cmd", "reason"), [
     ("git revert HEAD", "unsupported_command"),
-    ("tar czf x.tgz data", "unsupported_command"),
-    ("cat a | sort > b", "unsupported_command"),
+    ("curl -o x.json http://example.org", "unsupported_command"),
+    ("cat logs/*.log > all.log", "unsupported_command"),  # an unquoted glob
+    ("sort a.txt | python3 -c 'import sys' > b", "unsupported_command"),
     ("rm -rf build", "unsupported_command"),
     ("mv ../etc/passwd x", "path_outside_workspace"),
     ("ls -la", "no_effect"),

@@ -371,10 +371,13 @@ def _tar(args: list[str], touch: Touch) -> None:
     mode = args[0].lstrip("-")
     rest = args[1:]
     archive = None
-    if "f" in mode:
-        if not rest:
-            raise _refuse("tar f without an archive")
-        archive, rest = _path(rest[0]), rest[1:]
+    if "f" not in mode:
+        raise _refuse("tar without f (standard input or output)")
+    if not rest:
+        raise _refuse("tar f without an archive")
+    if rest[0] != "-":  # "-": standard input/output, a redirection names the file
+        archive = _path(rest[0])
+    rest = rest[1:]
     operands: list[str] = []
     j = 0
     while j < len(rest):
@@ -390,13 +393,11 @@ def _tar(args: list[str], touch: Touch) -> None:
             continue
         operands.append(a)
         j += 1
-    if archive is None:
-        raise _refuse("tar without f (standard input or output)")
     if "c" in mode:
-        touch.outputs.append(archive)
+        touch.outputs += [archive] if archive else []
         touch.inputs += [_path(a) for a in operands if a != "__SUBST__"]
     elif "x" in mode or "t" in mode:
-        touch.inputs.append(archive)
+        touch.inputs += [archive] if archive else []
     else:
         raise _refuse(f"tar mode {mode!r}")
 
