@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from ceiling.cards import TaskCard, ToolSpec
@@ -162,7 +164,7 @@ def test_the_worked_example_precedes_the_task_in_the_format_s_own_syntax() -> No
     msgs = Harness(HarnessConfig(format="bash")).start(card).request().messages
     roles = [m["role"] for m in msgs]
     assert roles[0] == "system" and roles[-1] == "user"
-    assert all(a != b for a, b in zip(roles[1:], roles[2:], strict=False)), roles
+    assert all(a != b for a, b in itertools.pairwise(roles[1:])), roles
     assert msgs[1] == {"role": "user", "content": f"Task: {FEW_SHOT_TASK}"}
     assert msgs[-1] == {"role": "user", "content": f"Task: {card.instruction}"}
     replies = [m["content"] for m in msgs if m["role"] == "assistant"]

@@ -13,8 +13,8 @@ from ceiling.cards import Acceptance, FileEntry, TaskCard
 from ceiling.synth._opaque import analyze, regex_example, sed_examples, split_unquoted
 from ceiling.synth._replay import Unrecoverable, recover
 from ceiling.synth._traj_read import Step, Traj
-from ceiling.tools import Action
 from ceiling.synth._trajectories import build_card, piece
+from ceiling.tools import Action
 
 
 def T(*cmds: str) -> Traj:
@@ -103,7 +103,7 @@ def test_a_reference_card_passes_its_oracle_and_fails_the_rest() -> None:
     assert v.outcome.passed, v
 
 
-class _plan:  # noqa: N801 - a scripted plan: one script, then submit
+class _plan:
     name = "one-script"
 
     def __init__(self, script: str) -> None:

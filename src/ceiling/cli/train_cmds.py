@@ -138,7 +138,8 @@ def demo_cmd(
     ] = None,
     temperature: Annotated[float | None, typer.Option(
         "--temperature", help="sampling temperature of the evaluations and of training "
-                              "(default 1.0; 0 = greedy evaluations, training stays at 1.0)")
+                              "(default 1.0, smollm2 0.3; 0 = greedy evaluations, training stays "
+                              "at 1.0)")
     ] = None,
     top_p: Annotated[float | None, typer.Option(
         "--top-p", help="nucleus sampling of the evaluations (training keeps 1.0)")] = None,

@@ -78,7 +78,7 @@ class HarnessConfig(BaseModel):
     few_shot: bool | None = None
 
     @model_validator(mode="after")
-    def _line_has_no_example(self) -> "HarnessConfig":
+    def _line_has_no_example(self) -> HarnessConfig:
         if self.format == "line" and self.few_shot:
             raise ValueError("few_shot: the line protocol is a fixed contract and shows no "
                              "example; use the bash or json format, or leave few_shot unset")

@@ -13,8 +13,12 @@ own unknown initial content" and each operation transforms that value:
   ``sed -i 's/LITERAL/LITERAL/[g]'`` and ``edit`` on an unknown content are recorded as
   operations on it;
 - read-only commands (``ls``, ``grep``, ``head``, ``wc`` ... without redirection) change
-  nothing; any other command (``git``, ``tar``, pipes, substitutions, scripts) makes the
-  trajectory **unrecoverable** with a reason.
+  nothing; a command it cannot invert (a ``sed`` script with addresses, a pipeline into a
+  file, ``tar``, ``sh SCRIPT``) is read by :mod:`._opaque` for the paths it reads and
+  writes: its inputs must exist and are filled so that it acts (:func:`opaque_fill`), its
+  outputs become *opaque* (``Recovery.opaque``: the card is then tested against the
+  verifier's reference run); what neither can read (``git``, network tools, unquoted
+  globs, ``cd``) makes the trajectory **unrecoverable** with a reason.
 
 Then (:class:`Recovery`) the initial workspace holds every path the trajectory shows existed:
 recovered contents where observed (``exact``), else a **fill** where the operations never

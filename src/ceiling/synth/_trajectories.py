@@ -10,7 +10,9 @@ For each trajectory (:mod:`._traj_read`: ceiling's JSONL or the generic JSONL):
    end state, one test per path it touched: exact content where the trajectory determines
    it, else the recorded operations replayed on the initial content (a move or copy, the
    appends, substitutions and edits, a line count), absence of removed paths, modes set
-   by ``chmod``.
+   by ``chmod``. A trajectory with a command the replay cannot invert gets one test
+   instead: the end state against the verifier's reference run of the trajectory's
+   commands from the card's start (``acceptance.reference``, ``$REFERENCE``).
 3. The oracle replays the trajectory's actions (``run`` commands as they were, ``write``
    and ``edit`` as ``python3`` one-liners).
 4. The same gates as repo synthesis (:func:`ceiling.check.validate`: oracle passes, the
