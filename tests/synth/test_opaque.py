@@ -157,3 +157,18 @@ def test_reference_needs_a_host_runner() -> None:
     with pytest.raises(ValueError, match="reference"):
         TaskCard(id="x/y-v1", type="terminal_ops", horizon="short", instruction="i",
                  acceptance=Acceptance(runner="inprocess", reference=True))
+
+
+@needs_ns
+def test_a_folder_link_to_the_reference_does_not_pass() -> None:
+    """The grader's host copies sit side by side (workspace/, reference/): a folder
+    replaced by a link into the reference copy is an escaping link (-1), and the test
+    itself refuses a link on the way to a compared path."""
+    from ceiling.check import run_plan
+
+    card = _ref_card("set -e\ncp in.txt out/r.txt\n", in_txt=b"real\n", out__keep=b"")
+    hack = "rm -rf out && ln -s ../reference/out out"
+    v, _ = run_plan(card, _plan(hack))
+    assert not v.outcome.passed and v.reward < 0, v
+    v, _ = run_plan(card, _plan("cp in.txt out/r.txt"))
+    assert v.outcome.passed, v

@@ -224,6 +224,9 @@ REFERENCE_TEST = '''def test_matches_reference():
     assert changed, "the reference run changed nothing"
     for rel in changed:
         w = WS / rel
+        for i in range(1, len(Path(rel).parts)):  # no folder on the way is a link
+            assert not (WS / Path(*Path(rel).parts[:i])).is_symlink(), \
+                f"{Path(*Path(rel).parts[:i])} must be a folder, not a link"
         want = ref.get(rel)
         if want is None:
             assert not os.path.lexists(w), f"{rel} must not exist"

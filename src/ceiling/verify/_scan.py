@@ -206,7 +206,10 @@ def protected_changes(initial: Snapshot, final: Snapshot, patterns: Sequence[str
 
 def _escapes(path: str, target: str) -> bool:
     if target.startswith("/"):
-        return not (target == "/workspace" or target.startswith("/workspace/"))
+        # normalised first: "/workspace/../../tmp/x" leaves the workspace (on a host copy
+        # where /workspace exists it would reach host files)
+        t = os.path.normpath(target)
+        return not (t == "/workspace" or t.startswith("/workspace/"))
     depth = len(PurePosixPath(path).parent.parts)
     for part in PurePosixPath(target).parts:
         depth = depth - 1 if part == ".." else depth if part == "." else depth + 1
