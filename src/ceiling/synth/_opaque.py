@@ -180,9 +180,9 @@ def analyze(line: str) -> Touch:
         raise _refuse("backquotes or heredoc")
     flat, inner = _subst(line)
     touch = Touch()
-    for cmd in inner:
-        _segments(cmd, touch, in_subst=True)
-    _segments(flat, touch, in_subst=False)
+    for cmd in [*inner, flat]:
+        for seg in split_unquoted(cmd):
+            _one(seg, touch)
     return touch
 
 
@@ -224,12 +224,7 @@ def split_unquoted(line: str) -> list[str]:
     return [x.strip() for x in segs if x.strip()]
 
 
-def _segments(line: str, touch: Touch, *, in_subst: bool) -> None:
-    for seg in split_unquoted(line):
-        _one(seg, touch, in_subst=in_subst)
-
-
-def _one(seg: str, touch: Touch, *, in_subst: bool) -> None:
+def _one(seg: str, touch: Touch) -> None:
     try:
         toks = shlex.split(seg)
     except ValueError:
